@@ -1,0 +1,46 @@
+// Copies into, out of and between openreg devices. Every byte that crosses
+// the host/device boundary, or moves between two openreg devices, goes
+// through `_copy_from` here (copy_, .to(), .cpu(), the CPU fallback, ...).
+
+#include "aten/HostView.h"
+
+#include <ATen/ops/empty.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+namespace openreg {
+namespace {
+
+bool on_openreg(const at::Tensor& t) {
+  return t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+// copy_ of `self` into `dst`, where at least one of them is on openreg.
+// See Note [Device memory is host memory]: the CPU copy kernel moves the
+// bytes, converting dtype and layout on the way.
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
+                     bool /*non_blocking: see Note [Synchronous execution]*/) {
+  TORCH_CHECK(self.device().is_cpu() || on_openreg(self), "copy from ", self.device(),
+              " to openreg is not supported: move the tensor to cpu first");
+  TORCH_CHECK(dst.device().is_cpu() || on_openreg(dst), "copy from openreg to ", dst.device(),
+              " is not supported: move the tensor to cpu first");
+  c10::OptionalDeviceGuard guard(on_openreg(dst) ? dst.device() : self.device());
+  host_view(dst).copy_(host_view(self));
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) {
+    dst.resize_(self.sizes());
+  }
+  return copy_from(self, dst, false);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+}
+
+}  // namespace openreg

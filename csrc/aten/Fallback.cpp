@@ -1,0 +1,338 @@
+// The boxed CPU fallback: runs any operator that has no openreg kernel on the
+// CPU, as a real accelerator backend would, and puts the results back on the
+// device.
+//
+// For one call it
+//   1. applies the fallback policy (FallbackPolicy.h), before any data moves;
+//   2. checks devices (Note [Fallback device rules]);
+//   3. copies every openreg tensor argument to the host through the backend's
+//      copy path (Copy.cpp), swaps openreg generators for their CPU engines and
+//      openreg `device=` arguments for cpu;
+//   4. runs the CPU kernel;
+//   5. copies mutated arguments (in-place and out= ops) back into the original
+//      openreg tensors, and moves fresh results to the device.
+// View operators (results that alias an input, not written) are the exception:
+// they run on host views of the inputs (Note [Device memory is host memory])
+// and their results become views of the original openreg storage, so nothing
+// is copied and later writes through the view reach the original tensor.
+
+#include "aten/FallbackPolicy.h"
+#include "aten/HostView.h"
+#include "runtime/Device.h"
+#include "runtime/Generator.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <unordered_map>
+
+namespace openreg {
+namespace {
+
+constexpr auto kOpenReg = c10::DeviceType::PrivateUse1;
+
+bool on_openreg(const at::Tensor& t) {
+  return t.defined() && t.device().type() == kOpenReg;
+}
+
+bool is_optional_generator(const c10::Argument& arg) {
+  const auto* opt = arg.type()->castRaw<c10::OptionalType>();
+  return opt != nullptr && opt->getElementType()->kind() == c10::TypeKind::GeneratorType;
+}
+
+// Index of the argument a return value aliases, or -1.
+int aliased_argument(const c10::FunctionSchema& schema, const c10::Argument& ret) {
+  const c10::AliasInfo* info = ret.alias_info();
+  if (info == nullptr) {
+    return -1;
+  }
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const c10::AliasInfo* a = schema.arguments()[i].alias_info();
+    if (a != nullptr && a->beforeSets() == info->beforeSets()) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+bool is_written(const c10::Argument& arg) {
+  return arg.alias_info() != nullptr && arg.alias_info()->isWrite();
+}
+
+// An openreg tensor that shares `base`'s storage with the layout of
+// `host_result`, a CPU view computed on host_view(base).
+at::Tensor device_view(const at::Tensor& base, const at::Tensor& host_result) {
+  auto out = at::detail::make_tensor<c10::TensorImpl>(
+      c10::TensorImpl::VIEW, c10::Storage(base.storage()), base.key_set(), host_result.dtype());
+  out.unsafeGetTensorImpl()->set_sizes_and_strides(host_result.sizes(), host_result.strides(),
+                                                   host_result.storage_offset());
+  return out;
+}
+
+class Fallback {
+ public:
+  Fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack)
+      : op_(op),
+        schema_(op.schema()),
+        stack_(stack),
+        num_args_(schema_.arguments().size()),
+        first_arg_(stack->size() - num_args_) {}
+
+  void run() {
+    check_fallback_allowed(schema_.operator_name());
+    find_device();
+    aliasing_ = returns_views();
+    c10::OptionalDeviceGuard guard(device_);
+
+    std::vector<c10::IValue> originals(stack_->begin() + first_arg_, stack_->end());
+    for (size_t i = 0; i < num_args_; ++i) {
+      c10::IValue& v = (*stack_)[first_arg_ + i];
+      v = to_host(v, schema_.arguments()[i]);
+    }
+    std::vector<c10::IValue> host_args(stack_->begin() + first_arg_, stack_->end());
+
+    op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack_);
+
+    if (!aliasing_) {
+      for (size_t i = 0; i < num_args_; ++i) {
+        if (is_written(schema_.arguments()[i])) {
+          write_back(originals[i], host_args[i]);
+        }
+      }
+    }
+    const size_t num_returns = schema_.returns().size();
+    const size_t first_ret = stack_->size() - num_returns;
+    for (size_t j = 0; j < num_returns; ++j) {
+      const c10::Argument& ret = schema_.returns()[j];
+      c10::IValue& v = (*stack_)[first_ret + j];
+      const int arg = aliased_argument(schema_, ret);
+      if (arg >= 0 && is_written(ret)) {
+        v = originals[arg];  // in-place / out=: the caller's own tensor
+      } else if (arg >= 0 && aliasing_) {
+        v = to_device_view(v, originals[arg]);
+      } else {
+        v = to_device(v);
+      }
+    }
+  }
+
+ private:
+  // Note [Fallback device rules]
+  // The openreg tensors of one call must all be on the same device. CPU
+  // tensors may join them only as 0-dim scalars, or as the `indices` of an
+  // indexing op, as on CUDA. Anything else raises PyTorch's usual
+  // "Expected all tensors to be on the same device" error.
+  void find_device() {
+    for (size_t i = 0; i < num_args_; ++i) {
+      const c10::IValue& v = (*stack_)[first_arg_ + i];
+      const bool indices = schema_.arguments()[i].name() == "indices";
+      if (v.isTensor()) {
+        check_tensor(v.toTensor(), false);
+      } else if (v.isTensorList()) {
+        for (const at::Tensor& t : v.toTensorList()) {
+          check_tensor(t, indices);
+        }
+      } else if (v.isList()) {
+        for (const c10::IValue& e : v.toListRef()) {
+          if (e.isTensor()) {
+            check_tensor(e.toTensor(), indices);
+          }
+        }
+      } else if (v.isDevice() && v.toDevice().type() == kOpenReg) {
+        note_device(v.toDevice());
+      }
+    }
+    for (const c10::Device& cpu : cpu_tensor_devices_) {
+      if (device_.has_value()) {
+        mismatch(*device_, cpu);
+      }
+    }
+    if (!device_.has_value()) {
+      device_ = c10::Device(kOpenReg, current_device());
+    }
+  }
+
+  void check_tensor(const at::Tensor& t, bool indices) {
+    if (!t.defined()) {
+      return;
+    }
+    if (on_openreg(t)) {
+      note_device(t.device());
+    } else if (t.dim() > 0 && !indices) {
+      cpu_tensor_devices_.push_back(t.device());
+    }
+  }
+
+  void note_device(c10::Device d) {
+    if (d.index() < 0) {
+      d = c10::Device(kOpenReg, current_device());
+    }
+    if (!device_.has_value()) {
+      device_ = d;
+    } else if (*device_ != d) {
+      mismatch(*device_, d);
+    }
+  }
+
+  [[noreturn]] void mismatch(c10::Device a, c10::Device b) {
+    TORCH_CHECK(false,
+                "Expected all tensors to be on the same device, but found at least "
+                "two devices, ",
+                a, " and ", b, "! (in ", c10::toString(schema_.operator_name()),
+                ", which runs through openreg's CPU fallback)");
+  }
+
+  bool returns_views() const {
+    for (const c10::Argument& ret : schema_.returns()) {
+      if (ret.alias_info() != nullptr && !ret.alias_info()->isWrite()) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  at::Tensor tensor_to_host(const at::Tensor& t) {
+    if (!on_openreg(t)) {
+      return t;
+    }
+    if (aliasing_) {
+      return host_view(t);
+    }
+    auto it = moved_.find(t.unsafeGetTensorImpl());
+    if (it != moved_.end()) {
+      return it->second;
+    }
+    at::Tensor cpu = t.to(c10::kCPU);
+    moved_.emplace(t.unsafeGetTensorImpl(), cpu);
+    return cpu;
+  }
+
+  c10::IValue to_host(const c10::IValue& v, const c10::Argument& arg) {
+    if (v.isTensor()) {
+      return tensor_to_host(v.toTensor());
+    }
+    if (v.isTensorList()) {
+      c10::List<at::Tensor> out;
+      out.reserve(v.toTensorList().size());
+      for (const at::Tensor& t : v.toTensorList()) {
+        out.push_back(tensor_to_host(t));
+      }
+      return out;
+    }
+    if (v.isOptionalTensorList()) {
+      c10::List<std::optional<at::Tensor>> out;
+      for (const c10::IValue& e : v.toListRef()) {
+        if (e.isTensor()) {
+          out.push_back(tensor_to_host(e.toTensor()));
+        } else {
+          out.push_back(std::nullopt);
+        }
+      }
+      return out;
+    }
+    if (v.isDevice() && v.toDevice().type() == kOpenReg) {
+      return c10::Device(c10::kCPU);
+    }
+    if (is_optional_generator(arg)) {
+      // Random ops sample with openreg's generator, not the CPU default one.
+      std::optional<at::Generator> gen;
+      if (v.isGenerator()) {
+        gen = v.toGenerator();
+      }
+      if (!gen.has_value() || gen->device().type() == kOpenReg) {
+        return engine_for(gen, device_->index());
+      }
+    }
+    return v;
+  }
+
+  void write_back(const c10::IValue& original, const c10::IValue& host) {
+    auto copy = [](const at::Tensor& dst, const at::Tensor& src) {
+      if (!on_openreg(dst)) {
+        return;
+      }
+      if (dst.sizes() != src.sizes()) {
+        dst.resize_(src.sizes());  // an out= tensor the CPU kernel resized
+      }
+      dst.copy_(src);
+    };
+    if (original.isTensor()) {
+      copy(original.toTensor(), host.toTensor());
+    } else if (original.isTensorList()) {
+      auto dst = original.toTensorList();
+      auto src = host.toTensorList();
+      for (size_t k = 0; k < dst.size(); ++k) {
+        copy(dst[k], src[k]);
+      }
+    }
+  }
+
+  at::Tensor tensor_to_device(const at::Tensor& t) {
+    if (!t.defined() || on_openreg(t)) {
+      return t;
+    }
+    return t.to(*device_);
+  }
+
+  c10::IValue to_device(const c10::IValue& v) {
+    if (v.isTensor()) {
+      return tensor_to_device(v.toTensor());
+    }
+    if (v.isTensorList()) {
+      c10::List<at::Tensor> out;
+      for (const at::Tensor& t : v.toTensorList()) {
+        out.push_back(tensor_to_device(t));
+      }
+      return out;
+    }
+    return v;
+  }
+
+  c10::IValue to_device_view(const c10::IValue& v, const c10::IValue& base) {
+    auto one = [&](const at::Tensor& r) -> at::Tensor {
+      const at::Tensor& b = base.toTensor();
+      if (on_openreg(b) && r.defined() && r.storage().data() == b.storage().data()) {
+        return device_view(b, r);
+      }
+      return tensor_to_device(r);  // the CPU kernel returned a fresh tensor
+    };
+    if (!base.isTensor()) {
+      return to_device(v);
+    }
+    if (v.isTensor()) {
+      return one(v.toTensor());
+    }
+    if (v.isTensorList()) {
+      c10::List<at::Tensor> out;
+      for (const at::Tensor& t : v.toTensorList()) {
+        out.push_back(one(t));
+      }
+      return out;
+    }
+    return v;
+  }
+
+  const c10::OperatorHandle& op_;
+  const c10::FunctionSchema& schema_;
+  torch::jit::Stack* stack_;
+  const size_t num_args_;
+  const size_t first_arg_;
+  std::optional<c10::Device> device_;
+  std::vector<c10::Device> cpu_tensor_devices_;
+  bool aliasing_ = false;
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> moved_;
+};
+
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  Fallback(op, stack).run();
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+}
+
+}  // namespace openreg

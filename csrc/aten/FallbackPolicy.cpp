@@ -1,0 +1,103 @@
+#include "aten/FallbackPolicy.h"
+
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_set>
+
+namespace openreg {
+namespace {
+
+FallbackPolicy initial_policy() {
+  const char* env = std::getenv("OPENREG_FALLBACK");
+  if (env == nullptr || *env == '\0') {
+    return FallbackPolicy::Allow;
+  }
+  try {
+    return parse_fallback_policy(env);
+  } catch (const c10::Error& e) {
+    TORCH_CHECK_VALUE(false, "OPENREG_FALLBACK='", env,
+                      "' is not a fallback policy: use allow, warn or error");
+  }
+}
+
+std::atomic<FallbackPolicy>& policy_slot() {
+  static std::atomic<FallbackPolicy> slot{initial_policy()};
+  return slot;
+}
+
+// Operators already warned about under the current "warn" policy.
+struct Warned {
+  std::mutex mutex;
+  std::unordered_set<std::string> ops;
+};
+
+Warned& warned() {
+  static Warned* w = new Warned();
+  return *w;
+}
+
+}  // namespace
+
+FallbackPolicy fallback_policy() {
+  return policy_slot().load(std::memory_order_relaxed);
+}
+
+void set_fallback_policy(FallbackPolicy policy) {
+  {
+    // Each switch to "warn" warns afresh, once per operator.
+    std::lock_guard<std::mutex> lock(warned().mutex);
+    warned().ops.clear();
+  }
+  policy_slot().store(policy, std::memory_order_relaxed);
+}
+
+FallbackPolicy parse_fallback_policy(const std::string& name) {
+  if (name == "allow") {
+    return FallbackPolicy::Allow;
+  }
+  if (name == "warn") {
+    return FallbackPolicy::Warn;
+  }
+  if (name == "error") {
+    return FallbackPolicy::Error;
+  }
+  TORCH_CHECK_VALUE(false, "unknown fallback policy '", name,
+                    "': choose 'allow', 'warn' or 'error'");
+}
+
+std::string to_string(FallbackPolicy policy) {
+  switch (policy) {
+    case FallbackPolicy::Allow:
+      return "allow";
+    case FallbackPolicy::Warn:
+      return "warn";
+    case FallbackPolicy::Error:
+      return "error";
+  }
+  return "allow";
+}
+
+void check_fallback_allowed(const c10::OperatorName& op) {
+  const FallbackPolicy policy = fallback_policy();
+  if (policy == FallbackPolicy::Allow) {
+    return;
+  }
+  const std::string name = c10::toString(op);
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      policy != FallbackPolicy::Error, name,
+      " has no openreg kernel and the fallback policy is 'error', so it was "
+      "not run on the CPU. Allow it with openreg_lab.set_fallback_policy("
+      "'allow') or 'warn', inside `with openreg_lab.fallback_policy('allow'):`"
+      ", or with OPENREG_FALLBACK=allow.");
+  std::lock_guard<std::mutex> lock(warned().mutex);
+  if (warned().ops.insert(name).second) {
+    TORCH_WARN(name,
+               " has no openreg kernel: it ran on the CPU, copying its tensors to "
+               "the host and back (this warning is shown once per operator).");
+  }
+}
+
+}  // namespace openreg

@@ -1,0 +1,80 @@
+// openreg_lab._C: the Python face of the backend. Thin by design: it converts
+// arguments and forwards to runtime/ and aten/; it decides nothing.
+
+#include "aten/FallbackPolicy.h"
+#include "runtime/Device.h"
+#include "runtime/DeviceAllocator.h"
+#include "runtime/Generator.h"
+#include "runtime/Stream.h"
+
+#include <torch/csrc/Generator.h>
+#include <torch/extension.h>
+
+#include <optional>
+
+namespace py = pybind11;
+
+namespace {
+
+void init() {
+  openreg::check_config();
+  // Reading any limit parses OPENREG_MEMORY_LIMIT: a bad value fails the
+  // import with a clear message rather than the first allocation.
+  openreg::device_allocator().limit(0);
+  openreg::fallback_policy();
+}
+
+py::object default_generator(c10::DeviceIndex device) {
+  return py::reinterpret_steal<py::object>(
+      THPGenerator_initDefaultGenerator(openreg::default_generator(device)));
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "C++ core of openreg_lab: the simulated `openreg` PrivateUse1 device.";
+  m.def("_init", &init, "Validate the OPENREG_* environment variables.");
+
+  m.def("device_count", [] { return static_cast<int>(openreg::device_count()); });
+  m.def("current_device", [] { return static_cast<int>(openreg::current_device()); });
+  m.def("set_device", [](int d) { openreg::set_device(static_cast<c10::DeviceIndex>(d)); });
+  m.def("exchange_device", [](int d) {
+    return static_cast<int>(openreg::exchange_device(static_cast<c10::DeviceIndex>(d)));
+  });
+  m.def("check_device_index",
+        [](int d) { openreg::check_device_index(static_cast<c10::DeviceIndex>(d)); });
+
+  m.def("set_memory_limit", [](int d, std::optional<int64_t> nbytes) {
+    std::optional<size_t> limit;
+    if (nbytes.has_value()) {
+      TORCH_CHECK_VALUE(*nbytes > 0,
+                        "set_memory_limit: the limit must be a positive number of bytes, "
+                        "or None for no limit; got ",
+                        *nbytes);
+      limit = static_cast<size_t>(*nbytes);
+    }
+    openreg::device_allocator().set_limit(static_cast<c10::DeviceIndex>(d), limit);
+  });
+  m.def("memory_limit", [](int d) -> std::optional<int64_t> {
+    auto limit = openreg::device_allocator().limit(static_cast<c10::DeviceIndex>(d));
+    if (!limit.has_value()) {
+      return std::nullopt;
+    }
+    return static_cast<int64_t>(*limit);
+  });
+
+  m.def("default_generator",
+        [](int d) { return default_generator(static_cast<c10::DeviceIndex>(d)); });
+
+  m.def("stream_priority", [](int64_t stream_id, int d) {
+    c10::Stream s(c10::Stream::UNSAFE,
+                  c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(d)),
+                  stream_id);
+    return openreg::stream_priority(s);
+  });
+
+  m.def("fallback_policy", [] { return openreg::to_string(openreg::fallback_policy()); });
+  m.def("set_fallback_policy", [](const std::string& name) {
+    openreg::set_fallback_policy(openreg::parse_fallback_policy(name));
+  });
+}

@@ -1,0 +1,99 @@
+#include "runtime/Device.h"
+
+#include <c10/util/Exception.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace openreg {
+namespace {
+
+struct DeviceConfig {
+  c10::DeviceIndex count = 2;
+  std::string error;  // non-empty when the environment variable is invalid
+};
+
+const DeviceConfig& config() {
+  static const DeviceConfig cfg = [] {
+    DeviceConfig c;
+    const char* env = std::getenv("OPENREG_DEVICE_COUNT");
+    if (env == nullptr || *env == '\0') {
+      return c;
+    }
+    char* end = nullptr;
+    long value = std::strtol(env, &end, 10);
+    if (*end != '\0' || value < 1 || value > kMaxDevices) {
+      c.error = std::string("OPENREG_DEVICE_COUNT='") + env +
+                "' is not a device count: set it to a whole number from 1 to " +
+                std::to_string(kMaxDevices) + " (or unset it for the default, 2)";
+      return c;
+    }
+    c.count = static_cast<c10::DeviceIndex>(value);
+    return c;
+  }();
+  return cfg;
+}
+
+thread_local c10::DeviceIndex tls_current_device = 0;
+
+}  // namespace
+
+c10::DeviceIndex device_count() noexcept {
+  return config().count;
+}
+
+void check_config() {
+  TORCH_CHECK(config().error.empty(), config().error);
+}
+
+void check_device_index(c10::DeviceIndex index) {
+  TORCH_CHECK_INDEX(index >= 0 && index < device_count(), "openreg device index ",
+                    static_cast<int>(index), " is out of range: valid indices are 0 to ",
+                    device_count() - 1, " (", static_cast<int>(device_count()),
+                    " devices; set OPENREG_DEVICE_COUNT before importing openreg_lab "
+                    "for more)");
+}
+
+c10::DeviceIndex current_device() noexcept {
+  return tls_current_device;
+}
+
+void set_device(c10::DeviceIndex index) {
+  check_device_index(index);
+  tls_current_device = index;
+}
+
+c10::DeviceIndex exchange_device(c10::DeviceIndex index) {
+  c10::DeviceIndex previous = tls_current_device;
+  if (index != previous) {
+    set_device(index);
+  }
+  return previous;
+}
+
+bool parse_bytes(const char* text, size_t* out) {
+  char* end = nullptr;
+  double value = std::strtod(text, &end);
+  if (end == text || !(value >= 0) || !std::isfinite(value)) {
+    return false;
+  }
+  std::string unit(end);
+  double scale = 1;
+  if (unit.empty() || unit == "B") {
+    scale = 1;
+  } else if (unit == "K" || unit == "KiB") {
+    scale = 1024.0;
+  } else if (unit == "M" || unit == "MiB") {
+    scale = 1024.0 * 1024;
+  } else if (unit == "G" || unit == "GiB") {
+    scale = 1024.0 * 1024 * 1024;
+  } else {
+    return false;
+  }
+  *out = static_cast<size_t>(value * scale);
+  return true;
+}
+
+}  // namespace openreg

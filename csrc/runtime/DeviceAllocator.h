@@ -1,0 +1,49 @@
+#pragma once
+
+// Device memory: host RAM handed out per simulated device, with a small cache,
+// CUDA-style statistics and an optional per-device capacity.
+//
+// Every allocation is rounded up to kRoundBytes and tagged with its device.
+// A freed block goes to its device's cache (counted in memory_reserved) and is
+// reused by the next request of the same rounded size; empty_cache() returns
+// cached blocks to the host. When a device has a limit, a request that would
+// push reserved memory over it first flushes that device's cache, then raises
+// torch.OutOfMemoryError naming the device, the request and the usage.
+
+#include <c10/core/CachingDeviceAllocator.h>
+
+#include <optional>
+
+namespace openreg {
+
+constexpr size_t kRoundBytes = 512;
+constexpr size_t kSmallBlockLimit = 1 << 20;  // "small pool" below 1 MiB
+
+class DeviceAllocator final : public c10::DeviceAllocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override;
+  c10::DeleterFnPtr raw_deleter() const override;
+  void copy_data(void* dest, const void* src, std::size_t count) const override;
+
+  bool initialized() override {
+    return true;
+  }
+  void emptyCache(c10::MempoolId_t mempool_id = {0, 0}) override;
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override;
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override;
+  void resetAccumulatedStats(c10::DeviceIndex device) override;
+  void resetPeakStats(c10::DeviceIndex device) override;
+  // (free, total): total is the limit when one is set, else host RAM.
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override;
+
+  // Capacity of `device` in bytes; nullopt removes the limit.
+  void set_limit(c10::DeviceIndex device, std::optional<size_t> nbytes);
+  std::optional<size_t> limit(c10::DeviceIndex device);
+
+  // The device whose memory contains `ptr`, if any.
+  std::optional<c10::DeviceIndex> device_of(const void* ptr);
+};
+
+DeviceAllocator& device_allocator();
+
+}  // namespace openreg

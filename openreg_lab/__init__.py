@@ -1,0 +1,27 @@
+"""openreg_lab: a dispatcher explorer and profiler for PyTorch PrivateUse1 backends.
+
+Importing the package registers ``openreg``, a simulated accelerator whose memory lives in host RAM,
+as PyTorch's PrivateUse1 backend::
+
+    import torch, openreg_lab
+    x = torch.randn(3, 3).to("openreg")
+    torch.openreg.device_count()
+"""
+
+from __future__ import annotations
+
+import torch  # noqa: F401  (loads libtorch before our extension)
+
+from openreg_lab import _C  # noqa: F401
+from openreg_lab._register import register as _register
+from openreg_lab.fallback import fallback_policy, get_fallback_policy, set_fallback_policy
+
+_register()
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "fallback_policy",
+    "get_fallback_policy",
+    "set_fallback_policy",
+]

@@ -1,0 +1,108 @@
+"""Device selection for ``torch.openreg``: count, current device, and the ``device`` context."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from openreg_lab import _C
+
+DeviceLike = torch.device | str | int | None
+
+
+def is_available() -> bool:
+    """Return True: the simulated devices are always present."""
+    return _C.device_count() > 0
+
+
+def device_count() -> int:
+    """Return the number of simulated devices (``OPENREG_DEVICE_COUNT``, default 2)."""
+    return _C.device_count()
+
+
+def current_device() -> int:
+    """Return the index of this thread's current openreg device."""
+    return _C.current_device()
+
+
+def device_index(device: DeviceLike, optional: bool = True) -> int:
+    """Turn ``device`` (an index, ``"openreg:1"``, a ``torch.device`` or None) into a checked index.
+
+    None, and ``"openreg"`` without an index, mean the current device when ``optional`` is True.
+    Raises ValueError for another device type and IndexError for an index out of range.
+    """
+    if device is None:
+        if not optional:
+            raise ValueError("expected an openreg device, got None")
+        return current_device()
+    if isinstance(device, str | torch.device):
+        dev = torch.device(device)
+        if dev.type != "openreg":
+            raise ValueError(f"expected an openreg device, got {dev}: use 'openreg' or 'openreg:N'")
+        if dev.index is None:
+            return current_device()
+        index = dev.index
+    elif isinstance(device, int) and not isinstance(device, bool):
+        index = device
+    else:
+        raise TypeError(f"expected a device index, 'openreg:N' or torch.device, got {device!r}")
+    _C.check_device_index(index)
+    return index
+
+
+def set_device(device: DeviceLike) -> None:
+    """Make ``device`` this thread's current openreg device."""
+    _C.set_device(device_index(device, optional=False))
+
+
+def synchronize(device: DeviceLike = None) -> None:
+    """Wait for all work on ``device``.
+
+    openreg runs every kernel to completion before returning (see Note [Synchronous execution] in
+    ``csrc/runtime/Stream.h``), so this only checks the device index.
+    """
+    torch._C._accelerator_synchronizeDevice(device_index(device))
+
+
+class device:
+    """Context manager that makes ``device`` current and restores the previous device on exit.
+
+    A negative index or None leaves the current device unchanged, as in ``torch.cuda.device``.
+    """
+
+    def __init__(self, device: DeviceLike) -> None:
+        self.idx = -1 if device is None or (isinstance(device, int) and device < 0) else device_index(device)
+        self.prev_idx = -1
+
+    def __enter__(self) -> device:
+        self.prev_idx = current_device()
+        if self.idx >= 0:
+            _C.set_device(self.idx)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _C.set_device(self.prev_idx)
+
+
+def device_of(obj: torch.Tensor) -> device:
+    """Context manager selecting the device of tensor ``obj`` (no-op for a CPU tensor)."""
+    return device(obj.get_device() if obj.device.type == "openreg" else -1)
+
+
+def init() -> None:
+    """Initialise openreg (nothing to do: the runtime is ready at import)."""
+
+
+def is_initialized() -> bool:
+    """Return True: openreg has no lazy initialisation."""
+    return True
+
+
+def _is_in_bad_fork() -> bool:
+    # Simulated devices hold no driver state, so a forked child may use them.
+    return False
+
+
+def _lazy_init() -> None:
+    pass

@@ -1,0 +1,31 @@
+"""Registration of the openreg device with PyTorch (run once, on import of :mod:`openreg_lab`)."""
+
+from __future__ import annotations
+
+import torch
+
+from openreg_lab import _C, device
+
+BACKEND = "openreg"
+
+
+def register() -> None:
+    """Rename PrivateUse1 to ``openreg``, install ``torch.openreg`` and generate the tensor methods.
+
+    Safe to call again: each step is skipped when already done.
+    """
+    _C._init()
+    current = torch._C._get_privateuse1_backend_name()
+    if current != BACKEND:
+        if current != "privateuseone":
+            raise RuntimeError(
+                f"PrivateUse1 is already registered as {current!r} by another extension; "
+                "openreg_lab needs it for 'openreg' (one PrivateUse1 backend per process)"
+            )
+        torch.utils.rename_privateuse1_backend(BACKEND)
+    if getattr(torch, BACKEND, None) is not device:
+        torch._register_device_module(BACKEND, device)
+    if not hasattr(torch.Tensor, f"is_{BACKEND}"):
+        torch.utils.generate_methods_for_privateuse1_backend(
+            for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+        )

@@ -1,0 +1,113 @@
+"""``torch.openreg``: the device module of the simulated openreg accelerator.
+
+Importing :mod:`openreg_lab` registers this module as ``torch.openreg``, the counterpart of
+``torch.cuda``: devices, streams and events, memory statistics and limits, random seeds and the
+dtypes autocast may use.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from openreg_lab._devices import (
+    _is_in_bad_fork,
+    _lazy_init,
+    current_device,
+    device,
+    device_count,
+    device_of,
+    init,
+    is_available,
+    is_initialized,
+    set_device,
+    synchronize,
+)
+from openreg_lab._memory import (
+    empty_cache,
+    get_memory_limit,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+    set_memory_limit,
+)
+from openreg_lab._random import (
+    default_generators,
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
+from openreg_lab._streams import (
+    Event,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    """The lower-precision dtypes ``torch.autocast("openreg", dtype=...)`` accepts."""
+    return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported() -> bool:
+    """Return True: openreg computes bfloat16."""
+    return True
+
+
+__all__ = [
+    "Event",
+    "Stream",
+    "StreamContext",
+    "_is_in_bad_fork",
+    "_lazy_init",
+    "current_device",
+    "current_stream",
+    "default_generators",
+    "default_stream",
+    "device",
+    "device_count",
+    "device_of",
+    "empty_cache",
+    "get_amp_supported_dtype",
+    "get_memory_limit",
+    "get_rng_state",
+    "get_rng_state_all",
+    "init",
+    "initial_seed",
+    "is_available",
+    "is_bf16_supported",
+    "is_initialized",
+    "manual_seed",
+    "manual_seed_all",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "mem_get_info",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats",
+    "seed",
+    "seed_all",
+    "set_device",
+    "set_memory_limit",
+    "set_rng_state",
+    "set_rng_state_all",
+    "set_stream",
+    "stream",
+    "synchronize",
+]

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Idempotent set-up used by `make demo` and `make test`: a .venv with the pinned torch and our
+# dependencies, an editable install, and an incremental build of the C++ extension.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=.venv
+PY="$VENV/bin/python"
+PIP=("$PY" -m pip --disable-pip-version-check -q)
+
+if [ ! -x "$PY" ]; then
+  python3 -m venv "$VENV"
+fi
+
+# torch first and pinned: an unpinned or ranged torch would pull several GB of CUDA wheels.
+if ! "$PY" -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.13.0")' 2>/dev/null; then
+  "${PIP[@]}" install "torch==2.13.0"
+fi
+
+# Build tools, then the dependencies pyproject.toml declares (runtime + test extras). torch==2.13.0
+# is already satisfied, so pip adds nothing CUDA.
+stamp="$VENV/.deps-$(sha1sum pyproject.toml | cut -c1-12)"
+if [ ! -f "$stamp" ]; then
+  "${PIP[@]}" install setuptools wheel ninja
+  "$PY" - <<'PYEOF' | "${PIP[@]}" install -r /dev/stdin
+import tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+print("\n".join(project["dependencies"] + project["optional-dependencies"]["test"]))
+PYEOF
+  # Development install: the venv imports openreg_lab from this source tree, where the
+  # extension is built in place below (one incremental build, no second copy).
+  site=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  pwd > "$site/openreg_lab_dev.pth"
+  touch "$stamp"
+fi
+
+# Incremental (ninja) build of openreg_lab._C against the installed torch.
+log="$VENV/build.log"
+if ! "$PY" setup.py -q build_ext --inplace >"$log" 2>&1; then
+  cat "$log" >&2
+  echo "setup: building the C++ extension failed (log above, also in $log)" >&2
+  exit 1
+fi
+"$PY" -c "import openreg_lab" || { echo "setup: openreg_lab does not import after the build" >&2; exit 1; }
