@@ -3,10 +3,10 @@
 // through `_copy_from` here (copy_, .to(), .cpu(), the CPU fallback, ...).
 
 #include "aten/HostView.h"
+#include "aten/Registration.h"
 
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
-#include <torch/library.h>
 
 namespace openreg {
 namespace {
@@ -39,8 +39,8 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_copy_from", TORCH_FN(copy_from));
-  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  OPENREG_IMPL(m, "_copy_from", copy_from);
+  OPENREG_IMPL(m, "_copy_from_and_resize", copy_from_and_resize);
 }
 
 }  // namespace openreg

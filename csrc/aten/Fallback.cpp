@@ -16,6 +16,8 @@
 // and their results become views of the original openreg storage, so nothing
 // is copied and later writes through the view reach the original tensor.
 
+#include "aten/Fallback.h"
+
 #include "aten/FallbackPolicy.h"
 #include "aten/HostView.h"
 #include "runtime/Device.h"
@@ -325,11 +327,11 @@ class Fallback {
   std::unordered_map<const c10::TensorImpl*, at::Tensor> moved_;
 };
 
+}  // namespace
+
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   Fallback(op, stack).run();
 }
-
-}  // namespace
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());

@@ -3,6 +3,7 @@
 // Copies live in Copy.cpp, random sampling in Random.cpp.
 
 #include "aten/HostView.h"
+#include "aten/Registration.h"
 #include "runtime/DeviceAllocator.h"
 
 #include <ATen/EmptyTensor.h>
@@ -15,7 +16,6 @@
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
-#include <torch/library.h>
 
 namespace openreg {
 namespace {
@@ -144,27 +144,27 @@ at::Tensor& zero_(at::Tensor& self) {
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
-  m.impl("empty_strided", TORCH_FN(empty_strided));
+  OPENREG_IMPL(m, "empty.memory_format", empty_memory_format);
+  OPENREG_IMPL(m, "empty_strided", empty_strided);
 
   // Views share the input's storage; ATen's device-generic versions apply.
-  m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
-  m.impl("view", TORCH_FN(at::native::view));
-  m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
-  m.impl("unfold", TORCH_FN(at::native::unfold));
-  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
-  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
+  OPENREG_IMPL(m, "as_strided", at::native::as_strided_tensorimpl);
+  OPENREG_IMPL(m, "view", at::native::view);
+  OPENREG_IMPL(m, "_reshape_alias", at::native::_reshape_alias);
+  OPENREG_IMPL(m, "unfold", at::native::unfold);
+  OPENREG_IMPL(m, "view_as_real", at::native::view_as_real);
+  OPENREG_IMPL(m, "view_as_complex", at::native::view_as_complex);
 
-  m.impl("resize_", TORCH_FN(resize_));
-  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage));
-  m.impl("set_.source_Storage", TORCH_FN(set_source_storage));
-  m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
-  m.impl("set_", TORCH_FN(set_empty));
+  OPENREG_IMPL(m, "resize_", resize_);
+  OPENREG_IMPL(m, "set_.source_Storage_storage_offset", set_storage);
+  OPENREG_IMPL(m, "set_.source_Storage", set_source_storage);
+  OPENREG_IMPL(m, "set_.source_Tensor", set_source_tensor);
+  OPENREG_IMPL(m, "set_", set_empty);
 
-  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
-  m.impl("fill_.Scalar", TORCH_FN(fill_scalar));
-  m.impl("fill_.Tensor", TORCH_FN(fill_tensor));
-  m.impl("zero_", TORCH_FN(zero_));
+  OPENREG_IMPL(m, "_local_scalar_dense", local_scalar_dense);
+  OPENREG_IMPL(m, "fill_.Scalar", fill_scalar);
+  OPENREG_IMPL(m, "fill_.Tensor", fill_tensor);
+  OPENREG_IMPL(m, "zero_", zero_);
 }
 
 }  // namespace openreg

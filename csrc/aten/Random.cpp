@@ -5,9 +5,8 @@
 // so a seed gives the same numbers as on CPU.
 
 #include "aten/HostView.h"
+#include "aten/Registration.h"
 #include "runtime/Generator.h"
-
-#include <torch/library.h>
 
 namespace openreg {
 namespace {
@@ -61,14 +60,14 @@ at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> t
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("normal_", TORCH_FN(normal_));
-  m.impl("uniform_", TORCH_FN(uniform_));
-  m.impl("exponential_", TORCH_FN(exponential_));
-  m.impl("bernoulli_.float", TORCH_FN(bernoulli_float));
-  m.impl("bernoulli_.Tensor", TORCH_FN(bernoulli_tensor));
-  m.impl("random_", TORCH_FN(random_));
-  m.impl("random_.to", TORCH_FN(random_to));
-  m.impl("random_.from", TORCH_FN(random_from));
+  OPENREG_IMPL(m, "normal_", normal_);
+  OPENREG_IMPL(m, "uniform_", uniform_);
+  OPENREG_IMPL(m, "exponential_", exponential_);
+  OPENREG_IMPL(m, "bernoulli_.float", bernoulli_float);
+  OPENREG_IMPL(m, "bernoulli_.Tensor", bernoulli_tensor);
+  OPENREG_IMPL(m, "random_", random_);
+  OPENREG_IMPL(m, "random_.to", random_to);
+  OPENREG_IMPL(m, "random_.from", random_from);
 }
 
 }  // namespace openreg
