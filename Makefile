@@ -12,7 +12,9 @@ test: setup lint
 setup:
 	bash scripts/setup.sh
 
+PYSRC := openreg_lab tests setup.py $(wildcard benchmarks)
+
 lint:
-	$(PY) -m ruff check openreg_lab tests benchmarks setup.py
-	$(PY) -m ruff format --check openreg_lab tests benchmarks setup.py
+	$(PY) -m ruff check $(PYSRC)
+	$(PY) -m ruff format --check $(PYSRC)
 	.venv/bin/clang-format --dry-run -Werror $$(find csrc -name '*.cpp' -o -name '*.h')
