@@ -15,6 +15,7 @@ import torch  # noqa: F401  (loads libtorch before our extension)
 from openreg_lab import _C  # noqa: F401
 from openreg_lab._native import native_ops, native_ops_by_family
 from openreg_lab._register import register as _register
+from openreg_lab.autocast import autocast_rules
 from openreg_lab.fallback import fallback_policy, get_fallback_policy, set_fallback_policy
 
 _register()
@@ -22,6 +23,7 @@ _register()
 __version__ = "0.1.0"
 
 __all__ = [
+    "autocast_rules",
     "fallback_policy",
     "get_fallback_policy",
     "native_ops",

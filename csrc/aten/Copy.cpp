@@ -2,6 +2,8 @@
 // the host/device boundary, or moves between two openreg devices, goes
 // through `_copy_from` here (copy_, .to(), .cpu(), the CPU fallback, ...).
 
+#include "aten/Copy.h"
+
 #include "aten/HostView.h"
 #include "aten/Registration.h"
 
@@ -10,6 +12,8 @@
 
 namespace openreg {
 namespace {
+
+thread_local uint64_t tls_copies = 0;
 
 bool on_openreg(const at::Tensor& t) {
   return t.device().type() == c10::DeviceType::PrivateUse1;
@@ -26,6 +30,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
               " is not supported: move the tensor to cpu first");
   c10::OptionalDeviceGuard guard(on_openreg(dst) ? dst.device() : self.device());
   host_view(dst).copy_(host_view(self));
+  ++tls_copies;
   return dst;
 }
 
@@ -37,6 +42,10 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 }  // namespace
+
+uint64_t copies_on_this_thread() noexcept {
+  return tls_copies;
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_IMPL(m, "_copy_from", copy_from);

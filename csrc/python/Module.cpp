@@ -1,6 +1,7 @@
 // openreg_lab._C: the Python face of the backend. Thin by design: it converts
 // arguments and forwards to runtime/ and aten/; it decides nothing.
 
+#include "aten/Autocast.h"
 #include "aten/FallbackPolicy.h"
 #include "runtime/Device.h"
 #include "runtime/DeviceAllocator.h"
@@ -71,6 +72,18 @@ PYBIND11_MODULE(_C, m) {
                   c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(d)),
                   stream_id);
     return openreg::stream_priority(s);
+  });
+
+  m.def("autocast_rules", [] {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& rule : openreg::autocast_rules()) {
+      out.emplace_back(rule.op, openreg::to_string(rule.policy));
+    }
+    return out;
+  });
+  m.def("cast_counts", [] {
+    auto c = openreg::cast_counts_on_this_thread();
+    return std::make_pair(c.casts, c.cache_hits);
   });
 
   m.def("fallback_policy", [] { return openreg::to_string(openreg::fallback_policy()); });
