@@ -25,6 +25,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -63,6 +64,57 @@ bool is_written(const c10::Argument& arg) {
   return arg.alias_info() != nullptr && arg.alias_info()->isWrite();
 }
 
+// Note [Schemas that under-report mutation]
+// A few legacy operators write to arguments their schema does not mark as
+// mutable (no `(a!)`). The fallback must still copy those arguments back, or
+// the write is silently lost. Each entry names the operator, the arguments it
+// writes, and the bool argument that must be true for the write to happen.
+struct HiddenMutation {
+  const char* op;  // name without overload
+  const char* overload;
+  std::vector<const char*> args;
+  const char* only_if;
+};
+
+const std::vector<HiddenMutation>& hidden_mutations() {
+  static const std::vector<HiddenMutation> table = {
+      // Updates the running statistics in training mode; its successor
+      // _native_batch_norm_legit declares them as Tensor(a!).
+      {"aten::native_batch_norm", "", {"running_mean", "running_var"}, "training"},
+  };
+  return table;
+}
+
+const HiddenMutation* hidden_mutation(const c10::FunctionSchema& schema) {
+  for (const HiddenMutation& h : hidden_mutations()) {
+    if (schema.name() == h.op && schema.overload_name() == h.overload) {
+      return &h;
+    }
+  }
+  return nullptr;
+}
+
+// Which arguments the call writes: by its schema, or by the table above.
+std::vector<bool> written_arguments(const c10::FunctionSchema& schema,
+                                    const torch::jit::Stack& stack, size_t first) {
+  const size_t n = schema.arguments().size();
+  std::vector<bool> written(n);
+  for (size_t i = 0; i < n; ++i) {
+    written[i] = is_written(schema.arguments()[i]);
+  }
+  if (const HiddenMutation* h = hidden_mutation(schema)) {
+    auto flag = schema.argumentIndexWithName(h->only_if);
+    if (!flag.has_value() || stack[first + *flag].toBool()) {
+      for (const char* name : h->args) {
+        if (auto i = schema.argumentIndexWithName(name)) {
+          written[*i] = true;
+        }
+      }
+    }
+  }
+  return written;
+}
+
 // An openreg tensor that shares `base`'s storage with the layout of
 // `host_result`, a CPU view computed on host_view(base).
 at::Tensor device_view(const at::Tensor& base, const at::Tensor& host_result) {
@@ -88,6 +140,7 @@ class Fallback {
     aliasing_ = returns_views();
     c10::OptionalDeviceGuard guard(device_);
 
+    written_ = written_arguments(schema_, *stack_, first_arg_);
     std::vector<c10::IValue> originals(stack_->begin() + first_arg_, stack_->end());
     for (size_t i = 0; i < num_args_; ++i) {
       c10::IValue& v = (*stack_)[first_arg_ + i];
@@ -99,7 +152,7 @@ class Fallback {
 
     if (!aliasing_) {
       for (size_t i = 0; i < num_args_; ++i) {
-        if (is_written(schema_.arguments()[i])) {
+        if (written_[i]) {
           write_back(originals[i], host_args[i]);
         }
       }
@@ -195,12 +248,17 @@ class Fallback {
     return false;
   }
 
-  at::Tensor tensor_to_host(const at::Tensor& t) {
+  at::Tensor tensor_to_host(const at::Tensor& t, bool is_out = false) {
     if (!on_openreg(t)) {
       return t;
     }
     if (aliasing_) {
       return host_view(t);
+    }
+    if (is_out) {
+      // An out= tensor is only written: give the CPU kernel a host buffer of
+      // the same layout instead of copying contents it will overwrite.
+      return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU));
     }
     auto it = moved_.find(t.unsafeGetTensorImpl());
     if (it != moved_.end()) {
@@ -213,7 +271,7 @@ class Fallback {
 
   c10::IValue to_host(const c10::IValue& v, const c10::Argument& arg) {
     if (v.isTensor()) {
-      return tensor_to_host(v.toTensor());
+      return tensor_to_host(v.toTensor(), arg.is_out());
     }
     if (v.isTensorList()) {
       c10::List<at::Tensor> out;
@@ -324,6 +382,7 @@ class Fallback {
   std::optional<c10::Device> device_;
   std::vector<c10::Device> cpu_tensor_devices_;
   bool aliasing_ = false;
+  std::vector<bool> written_;  // per argument: does the op write it?
   std::unordered_map<const c10::TensorImpl*, at::Tensor> moved_;
 };
 

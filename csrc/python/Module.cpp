@@ -2,6 +2,7 @@
 // arguments and forwards to runtime/ and aten/; it decides nothing.
 
 #include "aten/Autocast.h"
+#include "aten/Copy.h"
 #include "aten/FallbackPolicy.h"
 #include "runtime/Device.h"
 #include "runtime/DeviceAllocator.h"
@@ -85,6 +86,10 @@ PYBIND11_MODULE(_C, m) {
     auto c = openreg::cast_counts_on_this_thread();
     return std::make_pair(c.casts, c.cache_hits);
   });
+
+  m.def(
+      "copies_on_this_thread", [] { return openreg::copies_on_this_thread(); },
+      "Number of _copy_from calls (H2D, D2H, D2D transfers) made on this thread.");
 
   m.def("fallback_policy", [] { return openreg::to_string(openreg::fallback_policy()); });
   m.def("set_fallback_policy", [](const std::string& name) {
