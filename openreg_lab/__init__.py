@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch  # noqa: F401  (loads libtorch before our extension)
 
 from openreg_lab import _C  # noqa: F401
-from openreg_lab._native import native_ops, native_ops_by_family
+from openreg_lab._native import native_ops, native_ops_by_family, via_cpu_ops
 from openreg_lab._register import register as _register
 from openreg_lab.autocast import autocast_rules
 from openreg_lab.fallback import fallback_policy, get_fallback_policy, set_fallback_policy
@@ -29,4 +29,5 @@ __all__ = [
     "native_ops",
     "native_ops_by_family",
     "set_fallback_policy",
+    "via_cpu_ops",
 ]

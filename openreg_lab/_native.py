@@ -7,13 +7,28 @@ from importlib import resources
 
 import yaml
 
+VIA_CPU = "via_cpu"
+
 
 @cache
-def native_ops_by_family() -> dict[str, tuple[str, ...]]:
-    """Return ``{family: (op, ...)}`` from ``native_ops.yaml``, in file order."""
+def _sections() -> dict[str, tuple[str, ...]]:
     text = resources.files("openreg_lab").joinpath("native_ops.yaml").read_text()
     data = yaml.safe_load(text)
     return {family: tuple(ops or ()) for family, ops in data.items()}
+
+
+def native_ops_by_family() -> dict[str, tuple[str, ...]]:
+    """Return ``{family: (op, ...)}`` of the hand-written kernels in ``native_ops.yaml``, in file order."""
+    return {family: ops for family, ops in _sections().items() if family != VIA_CPU}
+
+
+def via_cpu_ops() -> list[str]:
+    """Operators registered for openreg that compute on the CPU through the copy path (convolution).
+
+    PyTorch routes these to backend hooks the boxed fallback cannot reach, so openreg registers
+    them explicitly; they behave like the fallback (policy, copies) and are not native.
+    """
+    return sorted(_sections().get(VIA_CPU, ()))
 
 
 def native_ops() -> list[str]:
