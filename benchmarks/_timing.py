@@ -1,0 +1,52 @@
+"""Side-by-side timing: medians of interleaved runs, so machine noise hits both sides alike."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+
+def _calibrate(fn: Callable[[], object], target_s: float) -> int:
+    number = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        if time.perf_counter() - start >= target_s or number >= 1 << 20:
+            return number
+        number *= 2
+
+
+def compare(fns: Sequence[Callable[[], object]], rounds: int = 15, target_s: float = 0.02) -> list[float]:
+    """Return the median seconds per call of each function, measured in interleaved rounds."""
+    for fn in fns:  # warm up (allocator caches, lazy init)
+        for _ in range(3):
+            fn()
+    numbers = [_calibrate(fn, target_s) for fn in fns]
+    samples: list[list[float]] = [[] for _ in fns]
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            start = time.perf_counter()
+            for _ in range(numbers[i]):
+                fn()
+            samples[i].append((time.perf_counter() - start) / numbers[i])
+    return [statistics.median(s) for s in samples]
+
+
+def fmt_time(seconds: float) -> str:
+    """Format a duration with a unit that keeps three significant digits."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Print a plain aligned table."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
+    print(line)
+    print("-" * len(line))
+    for r in rows:
+        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)))

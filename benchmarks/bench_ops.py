@@ -1,0 +1,95 @@
+"""Native and fallback ops on openreg against the same op on CPU, side by side in one run.
+
+    .venv/bin/python benchmarks/bench_ops.py
+
+For a fallback op the table also splits its time: the copies to the host and back, measured on
+their own, as a share of the whole call.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _timing import compare, fmt_time, print_table
+
+import openreg_lab
+
+SIZES = {"small": 64, "large": 1 << 20}
+
+
+def native_rows() -> list[list[str]]:
+    rows = []
+    for label, n in SIZES.items():
+        side = int(n**0.5)
+        a, b = torch.randn(n), torch.randn(n)
+        m1, m2 = torch.randn(side, side), torch.randn(side, side)
+        cases = {
+            "add": (lambda x, y: x + y, (a, b)),
+            "mul_": (lambda x, y: x.mul_(1.0001), (a.clone(), b)),
+            "relu": (lambda x, y: torch.relu(x), (a, b)),
+            "sum": (lambda x, y: x.sum(), (a, b)),
+            "softmax": (lambda x, y: torch.softmax(x.view(-1, 64), -1), (a, b)),
+            "mm": (lambda x, y: x @ y, (m1, m2)),
+        }
+        for name, (fn, (x, y)) in cases.items():
+            xd, yd = x.openreg(), y.openreg()
+            native = torch._C._dispatch_has_kernel_for_dispatch_key(_aten_name(name), "PrivateUse1")
+            t_cpu, t_dev = compare([lambda fn=fn, x=x, y=y: fn(x, y), lambda fn=fn, x=xd, y=yd: fn(x, y)])
+            kind = "native" if native else "fallback"
+            rows.append([name, label, kind, fmt_time(t_cpu), fmt_time(t_dev), f"{t_dev / t_cpu:.2f}"])
+    return rows
+
+
+def _aten_name(name: str) -> str:
+    return {
+        "add": "aten::add.Tensor",
+        "mul_": "aten::mul_.Scalar",
+        "relu": "aten::relu",
+        "sum": "aten::sum",
+        "softmax": "aten::_softmax",
+        "mm": "aten::mm",
+    }[name]
+
+
+def fallback_rows() -> list[list[str]]:
+    rows = []
+    for label, n in SIZES.items():
+        x = torch.randn(n)
+        xd = x.openreg()
+        out = torch.cumsum(x, 0)
+        t_cpu, t_dev, t_down, t_up = compare(
+            [
+                lambda x=x: torch.cumsum(x, 0),
+                lambda xd=xd: torch.cumsum(xd, 0),
+                lambda xd=xd: xd.cpu(),  # the input's trip to the host
+                lambda out=out: out.to("openreg"),  # the result's trip back
+            ]
+        )
+        share = (t_down + t_up) / t_dev
+        rows.append(
+            ["cumsum", label, fmt_time(t_cpu), fmt_time(t_dev), f"{t_dev / t_cpu:.2f}", f"{share:.0%}"]
+        )
+    return rows
+
+
+def main() -> None:
+    torch.set_num_threads(torch.get_num_threads())
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, openreg_lab {openreg_lab.__version__}"
+    )
+    print(
+        "\nOps with an openreg kernel (or the fallback where noted) vs CPU; small = 64 elements, "
+        "large = 1Mi elements (mm: 8x8 and 1024x1024)"
+    )
+    print_table(["op", "size", "openreg kernel", "cpu", "openreg", "openreg/cpu"], native_rows())
+    print("\nA fallback op vs CPU, and the share of its time spent copying to the host and back")
+    print_table(["op", "size", "cpu", "openreg", "openreg/cpu", "copies"], fallback_rows())
+
+
+if __name__ == "__main__":
+    main()

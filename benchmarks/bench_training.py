@@ -1,0 +1,59 @@
+"""One training step (forward, backward, AdamW) on openreg against CPU, side by side in one run.
+
+.venv/bin/python benchmarks/bench_training.py
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _timing import compare, fmt_time, print_table
+
+import openreg_lab  # noqa: F401
+from openreg_lab.models import mlp, transformer_block
+
+
+def _step_fn(model, x, y, loss_fn, foreach):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=foreach)
+
+    def step():
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+
+    return step
+
+
+def _cases():
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(64, 64, generator=g), torch.randint(0, 10, (64,), generator=g)
+    yield "mlp", mlp(), x, y, torch.nn.functional.nll_loss
+    tokens = torch.randint(0, 100, (8, 33), generator=g)
+
+    def lm_loss(logits, target):
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
+
+    yield "transformer", transformer_block(), tokens[:, :-1], tokens[:, 1:], lm_loss
+
+
+def main() -> None:
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    rows = []
+    for name, model, x, y, loss_fn in _cases():
+        for foreach in (False, True):
+            dev_model = copy.deepcopy(model).openreg()
+            cpu_step = _step_fn(copy.deepcopy(model), x, y, loss_fn, foreach)
+            dev_step = _step_fn(dev_model, x.openreg(), y.openreg(), loss_fn, foreach)
+            t_cpu, t_dev = compare([cpu_step, dev_step], rounds=11)
+            rows.append([name, str(foreach), fmt_time(t_cpu), fmt_time(t_dev), f"{t_dev / t_cpu:.2f}"])
+    print_table(["model", "AdamW foreach", "cpu step", "openreg step", "openreg/cpu"], rows)
+
+
+if __name__ == "__main__":
+    main()
