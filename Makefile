@@ -1,7 +1,7 @@
 # The two commands of the README. Both set everything up first (idempotent).
 PY := .venv/bin/python
 
-.PHONY: demo test setup lint build-asan test-asan
+.PHONY: demo test setup lint test-asan
 
 demo: setup
 	$(PY) -m openreg_lab demo
@@ -18,3 +18,7 @@ lint:
 	$(PY) -m ruff check $(PYSRC)
 	$(PY) -m ruff format --check $(PYSRC)
 	.venv/bin/clang-format --dry-run -Werror $$(find csrc -name '*.cpp' -o -name '*.h')
+
+# The test suite against an AddressSanitizer + UBSan build of the extension (slower; not in CI).
+test-asan:
+	bash scripts/test_asan.sh

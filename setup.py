@@ -31,7 +31,13 @@ def _flags() -> tuple[list[str], list[str]]:
     ]
     ldflags: list[str] = []
     if os.environ.get("OPENREG_SANITIZE") == "1":
-        san = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-O1", "-g"]
+        san = [
+            "-fsanitize=address,undefined",
+            "-fno-sanitize-recover=all",
+            "-fno-omit-frame-pointer",
+            "-O1",
+            "-g",
+        ]
         cflags += san
         ldflags += ["-fsanitize=address,undefined"]
     return cflags, ldflags
