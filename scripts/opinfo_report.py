@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import faulthandler
 import json
 import re
 import sys
@@ -31,12 +32,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", type=Path, help="also write every result to this file")
     parser.add_argument("--only", nargs="*", help="OpInfo ids to run (default: all)")
+    parser.add_argument("--progress", action="store_true", help="print each OpInfo id before running it")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
+    faulthandler.enable()
     cases = [c for c in all_cases() if not args.only or c.id in args.only]
     results: dict[str, str] = {}
     start = time.perf_counter()
     for case in cases:
+        if args.progress:
+            print("running", case.id, file=sys.stderr, flush=True)
         try:
             n = check(case)
             results[case.id] = "pass" if n else "no sample"

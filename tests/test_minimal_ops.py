@@ -161,3 +161,19 @@ def test_empty_tensors():
     e = torch.empty(0, 3, device="openreg")
     assert e.cpu().shape == (0, 3)
     assert torch.zeros(0, device="openreg").sum().item() == 0.0
+
+
+def test_copies_resolve_conjugate_and_negative_views():
+    # Note [Copies resolve conjugate and negative bits]: this used to recurse until the stack overflowed.
+    x = torch.randn(5, dtype=torch.complex64)
+    d = x.openreg()
+    c = d.conj()
+    assert c.is_conj()
+    assert torch.equal(c.resolve_conj().cpu(), x.conj().resolve_conj())
+    assert torch.equal(c.cpu(), x.conj())
+    assert c[2].item() == x.conj()[2].item()
+    n = c.neg()
+    assert torch.equal(n.cpu(), x.conj().neg())
+    back = torch.empty(5, dtype=torch.complex64, device="openreg:1")
+    back.copy_(c)
+    assert torch.equal(back.cpu(), x.conj().resolve_conj())

@@ -52,4 +52,21 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_IMPL(m, "_copy_from_and_resize", copy_from_and_resize);
 }
 
+// Note [Copies resolve conjugate and negative bits]
+// A lazily conjugated (x.conj()) or negated view reaches _copy_from with its
+// conj/neg bit set. The Conjugate and Negative dispatch keys would then
+// materialise the source first, with clone(), which copies through _copy_from
+// again, with the bit still set: endless recursion. _copy_from above honours
+// the bits itself (host_view carries them, the CPU copy resolves them), so the
+// dispatcher is told to pass these calls straight through.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
 }  // namespace openreg
