@@ -17,6 +17,21 @@ import openreg_lab  # noqa: F401
 
 DTYPE = torch.float32
 
+# Wider tolerances (atol, rtol), each for a stated numerical reason; everything else uses
+# torch.testing.assert_close's float32 defaults (atol 1e-5, rtol 1.3e-6).
+TOLERANCE = {
+    # CPU runs its fused flash-attention kernel, openreg PyTorch's math decomposition (as any
+    # backend without a fused kernel does): the same function, summed in another order.
+    "nn.functional.scaled_dot_product_attention": (1e-4, 1e-4),
+    # The backward of least squares on ill-conditioned, underdetermined samples: differences of up
+    # to 1.6e-5 between runs that differ only in memory layout.
+    "linalg.lstsq": (1e-4, 1e-4),
+    "linalg.lstsq.grad_oriented": (1e-4, 1e-4),
+}
+
+# Ops whose outputs are uninitialised memory: only their metadata is comparable.
+UNINITIALIZED = {"empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided"}
+
 
 class Mismatch(AssertionError):
     """An OpInfo sample whose openreg result differs from CPU's. ``cause`` names the kind."""
@@ -43,18 +58,29 @@ def all_cases() -> list[Case]:
     return [Case(op) for op in op_db if DTYPE in op.supported_dtypes("cpu")]
 
 
-def _to_device(x: Any) -> Any:
-    if isinstance(x, torch.Tensor):
-        y = x.detach().to("openreg")
-        return y.requires_grad_(x.requires_grad) if x.is_leaf and x.requires_grad else y
-    return x
+def _to_cpu(x: Any) -> Any:
+    """A CPU copy of an openreg sample argument that keeps views as views of a copied base.
+
+    Samples such as as_strided's partial views read storage outside the view itself, so the whole
+    base moves, and the view is rebuilt on it with the same sizes, strides and offset.
+    """
+    if not isinstance(x, torch.Tensor) or x.device.type != "openreg":
+        return x
+    if x._is_view() and x._base is not None:
+        base = x._base.detach().cpu()
+        y = base.as_strided(x.size(), x.stride(), x.storage_offset())
+    else:
+        y = x.detach().cpu()
+    return y.requires_grad_(x.requires_grad) if x.is_leaf and x.requires_grad else y
 
 
 def _leaves(x: Any) -> list[torch.Tensor]:
     return [t for t in tree_flatten(x)[0] if isinstance(t, torch.Tensor) and t.requires_grad and t.is_leaf]
 
 
-def _compare(cause: str, actual: Any, expected: Any) -> None:
+def _compare(
+    cause: str, actual: Any, expected: Any, values: bool = True, tol: tuple[float, float] | None = None
+) -> None:
     a_flat, _ = tree_flatten(actual)
     e_flat, _ = tree_flatten(expected)
     if len(a_flat) != len(e_flat):
@@ -67,8 +93,15 @@ def _compare(cause: str, actual: Any, expected: Any) -> None:
                 raise Mismatch("device", f"result on {a.device}")
             if a.dtype != e.dtype:
                 raise Mismatch("dtype", f"{a.dtype} vs {e.dtype}")
+            if not values:
+                if a.shape != e.shape:
+                    raise Mismatch(cause, f"shape {tuple(a.shape)} vs {tuple(e.shape)}")
+                continue
             try:
-                torch.testing.assert_close(a.cpu(), e, equal_nan=True, check_device=False, check_stride=False)
+                atol, rtol = tol if tol else (None, None)
+                torch.testing.assert_close(
+                    a.cpu(), e, atol=atol, rtol=rtol, equal_nan=True, check_device=False, check_stride=False
+                )
             except AssertionError as err:
                 raise Mismatch(cause, str(err).splitlines()[0]) from None
         elif isinstance(e, float) and e != e:  # NaN
@@ -78,7 +111,17 @@ def _compare(cause: str, actual: Any, expected: Any) -> None:
 
 
 def _samples(case: Case, requires_grad: bool) -> Iterator[Any]:
-    yield from case.op.sample_inputs("cpu", DTYPE, requires_grad=requires_grad)
+    # Built on openreg by the OpInfo's own code, as PyTorch's device tests do; arguments an op needs
+    # on the CPU (tensor_split's sections, say) are created there by that code.
+    yield from case.op.sample_inputs("openreg", DTYPE, requires_grad=requires_grad)
+
+
+def _differentiable(outputs: Any) -> list[torch.Tensor]:
+    return [t for t in tree_flatten(outputs)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+
+
+def _loss(outputs: list[torch.Tensor]) -> torch.Tensor:
+    return sum((torch.view_as_real(t) if t.is_complex() else t).sum() for t in outputs)
 
 
 def check(case: Case, max_samples: int = 20) -> int:
@@ -93,29 +136,31 @@ def check(case: Case, max_samples: int = 20) -> int:
     for sample in _samples(case, requires_grad=grad):
         if compared >= max_samples:
             break
+        cpu_input = tree_map(_to_cpu, sample.input)
+        cpu_args = tree_map(_to_cpu, sample.args)
+        cpu_kwargs = tree_map(_to_cpu, sample.kwargs)
         torch.manual_seed(0)
         try:
-            expected = op(sample.input, *sample.args, **sample.kwargs)
+            expected = op(cpu_input, *cpu_args, **cpu_kwargs)
         except Exception:  # a sample CPU itself rejects says nothing about openreg
             continue
-        dev_input = tree_map(_to_device, sample.input)
-        dev_args = tree_map(_to_device, sample.args)
-        dev_kwargs = tree_map(_to_device, sample.kwargs)
         torch.manual_seed(0)
-        actual = op(dev_input, *dev_args, **dev_kwargs)
-        _compare("forward", actual, expected)
+        actual = op(sample.input, *sample.args, **sample.kwargs)
+        tol = TOLERANCE.get(case.id)
+        _compare("forward", actual, expected, values=op.name not in UNINITIALIZED, tol=tol)
         compared += 1
         if not grad:
             continue
-        cpu_leaves = _leaves((sample.input, sample.args, sample.kwargs))
-        dev_leaves = _leaves((dev_input, dev_args, dev_kwargs))
-        e_out = [
-            t for t in tree_flatten(expected)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None
-        ]
-        a_out = [t for t in tree_flatten(actual)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        cpu_leaves = _leaves((cpu_input, cpu_args, cpu_kwargs))
+        dev_leaves = _leaves((sample.input, sample.args, sample.kwargs))
+        e_out = _differentiable(expected)
+        a_out = _differentiable(actual)
         if not cpu_leaves or not e_out or len(a_out) != len(e_out):
             continue
-        e_grads = torch.autograd.grad(sum(t.sum() for t in e_out), cpu_leaves, allow_unused=True)
-        a_grads = torch.autograd.grad(sum(t.sum() for t in a_out), dev_leaves, allow_unused=True)
-        _compare("backward", list(a_grads), list(e_grads))
+        try:
+            e_grads = torch.autograd.grad(_loss(e_out), cpu_leaves, allow_unused=True)
+        except Exception:  # no CPU reference for this backward
+            continue
+        a_grads = torch.autograd.grad(_loss(a_out), dev_leaves, allow_unused=True)
+        _compare("backward", list(a_grads), list(e_grads), tol=tol)
     return compared
