@@ -91,6 +91,13 @@ SUBSET = {
     "linalg.inv",
 }
 
+# Known gaps, each with its reason. strict: a fix makes the test fail until the entry goes.
+EXPECTED_FAILURES = {
+    "to_sparse": "openreg has no sparse layouts (no SparsePrivateUse1 kernels; the fallback is dense-only)",
+    "sparse.mm.reduce": "openreg has no sparse layouts",
+    "sparse.sampled_addmm": "openreg has no sparse layouts",
+}
+
 CASES = all_cases()
 FAST = [c for c in CASES if c.id in SUBSET]
 
@@ -105,7 +112,16 @@ def test_opinfo_subset(case: Case):
     assert check(case, max_samples=8) > 0
 
 
+def _with_known_gaps(cases: list[Case]) -> list:
+    return [
+        pytest.param(c, marks=pytest.mark.xfail(reason=EXPECTED_FAILURES[c.id], strict=True))
+        if c.id in EXPECTED_FAILURES
+        else c
+        for c in cases
+    ]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", _with_known_gaps(CASES), ids=lambda c: c.id)
 def test_opinfo_full(case: Case):
     check(case)
