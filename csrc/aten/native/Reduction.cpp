@@ -26,8 +26,9 @@
 // or of the first NaN, as on CPU.
 //
 // Dtypes: float32, float64, float16, bfloat16, the signed integers, uint8 and
-// bool where CPU accepts them. Anything else (complex, ...) is handed to the
-// CPU fallback (aten/Fallback.h) whole.
+// bool where CPU accepts them (max/min/arg* compare the narrow integers and
+// bool on an int32 copy). Anything else (complex, ...) is handed to the CPU
+// fallback (aten/Fallback.h) whole.
 
 #include "aten/Fallback.h"
 #include "aten/Registration.h"
@@ -48,6 +49,7 @@
 #include <ATen/ops/sum_ops.h>
 #include <ATen/ops/var_ops.h>
 #include <c10/core/WrapDimMinimal.h>
+#include <c10/util/FunctionRef.h>
 
 #include <algorithm>
 #include <bitset>
@@ -141,9 +143,26 @@ bool visit_integral(ScalarType t, F&& f) {
   }
 }
 
+// The dtypes max/min/argmax/argmin compare in: the floating ones, int32 and
+// int64. The narrower integers and bool are compared as int32 (exactly), on a
+// converted copy (see comparable()): it halves the loops this file
+// instantiates, for dtypes that rarely meet a max.
 template <typename F>
-bool visit_all(ScalarType t, F&& f) {
-  return visit_floating(t, f) || visit_integral(t, f);
+bool visit_compared(ScalarType t, F&& f) {
+  if (t == ScalarType::Int) {
+    f(Tag<int32_t>{});
+    return true;
+  }
+  if (t == ScalarType::Long) {
+    f(Tag<int64_t>{});
+    return true;
+  }
+  return visit_floating(t, f);
+}
+
+bool compared_as_int32(ScalarType t) {
+  return t == ScalarType::Byte || t == ScalarType::Char || t == ScalarType::Short ||
+         t == ScalarType::Bool;
 }
 
 bool is_native_floating(ScalarType t) {
@@ -349,8 +368,12 @@ Plan make_plan(const at::Tensor& self, const DimMask& mask, bool in_order) {
 // Row mode: row(o, offset) for every output o, whose row starts at element
 // `offset` of p.src. Column mode: cols(o, offset, n) for chunks of n <= kCols
 // consecutive outputs, whose first column starts at `offset`.
-template <typename RowFn, typename ColFn>
-void for_each_output(const Plan& p, const RowFn& row, const ColFn& cols) {
+//
+// The threading helpers take function_refs and are not templates: every
+// kernel instantiation (dtype x op) shares one copy of at::parallel_for's code,
+// which otherwise dominates this file's compile time.
+void for_each_output(const Plan& p, c10::function_ref<void(int64_t, int64_t)> row,
+                     c10::function_ref<void(int64_t, int64_t, int64_t)> cols) {
   if (p.rows) {
     const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(p.R, 1));
     at::parallel_for(0, p.outputs(), grain, [&](int64_t begin, int64_t end) {
@@ -371,16 +394,23 @@ void for_each_output(const Plan& p, const RowFn& row, const ColFn& cols) {
   });
 }
 
+// Runs fn(c) for c in [0, chunks), one chunk per task.
+void for_each_chunk(int64_t chunks, c10::function_ref<void(int64_t)> fn) {
+  at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      fn(c);
+    }
+  });
+}
+
 // Reduces one long row of n elements in chunks on all threads. part(b, e)
 // reduces [b, e); combine(x, y) merges y, the result of a later chunk, into x.
 template <typename T, typename Part, typename Combine>
 T reduce_long_row(int64_t n, const Part& part, const Combine& combine) {
   const int64_t chunks = (n + kRowChunk - 1) / kRowChunk;
   std::vector<T> partial(chunks);
-  at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t c = begin; c < end; ++c) {
-      partial[c] = part(c * kRowChunk, std::min(n, (c + 1) * kRowChunk));
-    }
+  for_each_chunk(chunks, [&](int64_t c) {
+    partial[c] = part(c * kRowChunk, std::min(n, (c + 1) * kRowChunk));
   });
   T acc = partial[0];
   for (int64_t c = 1; c < chunks; ++c) {
@@ -616,6 +646,19 @@ at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool k
 
 // --- amax, amin, max(), min() ------------------------------------------------------
 
+// `self` in a dtype visit_compared() handles.
+at::Tensor comparable(const at::Tensor& self) {
+  return compared_as_int32(self.scalar_type()) ? self.to(at::kInt) : self;
+}
+
+// Where to write values computed on `in`: `out`, or an int32 buffer that
+// finish_out() converts back into it.
+at::Tensor comparable_output(const at::Tensor& out, const at::Tensor& in) {
+  return out.scalar_type() == in.scalar_type()
+             ? out
+             : at::empty(out.sizes(), out.options().dtype(in.scalar_type()));
+}
+
 // Keeps the larger (kMax) or smaller value; a NaN wins and stays.
 template <bool kMax, typename C>
 C pick(C v, C m) {
@@ -678,11 +721,14 @@ void minmax_into(const at::Tensor& out, const at::Tensor& self, const DimMask& m
   if (out.numel() == 0) {
     return;
   }
-  const Plan p = make_plan(self, mask, false);
-  visit_all(self.scalar_type(), [&](auto tag) {
+  const at::Tensor in = comparable(self);
+  const at::Tensor dst = comparable_output(out, in);
+  const Plan p = make_plan(in, mask, false);
+  visit_compared(in.scalar_type(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    minmax_kernel<T, kMax>(p, out.mutable_data_ptr<T>());
+    minmax_kernel<T, kMax>(p, dst.mutable_data_ptr<T>());
   });
+  finish_out(out, dst);
 }
 
 template <bool kMax>
@@ -814,12 +860,17 @@ void arg_into(const at::Tensor& values, const at::Tensor& indices, const at::Ten
   if (indices.numel() == 0) {
     return;
   }
-  const Plan p = make_plan(self, mask, /*in_order=*/true);
-  visit_all(self.scalar_type(), [&](auto tag) {
+  const at::Tensor in = comparable(self);
+  const at::Tensor dst = values.defined() ? comparable_output(values, in) : values;
+  const Plan p = make_plan(in, mask, /*in_order=*/true);
+  visit_compared(in.scalar_type(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    arg_kernel<T, kMax>(p, values.defined() ? values.mutable_data_ptr<T>() : nullptr,
+    arg_kernel<T, kMax>(p, dst.defined() ? dst.mutable_data_ptr<T>() : nullptr,
                         indices.mutable_data_ptr<int64_t>());
   });
+  if (values.defined()) {
+    finish_out(values, dst);
+  }
 }
 
 template <bool kMax>
