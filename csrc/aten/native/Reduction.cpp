@@ -20,15 +20,14 @@
 // combined in order, so results do not depend on the number of threads.
 //
 // Precision: float sums are pairwise (row mode) or cascaded (column mode),
-// like CPU's cascade sum; 16-bit floats accumulate in float; integer sums
-// accumulate in int64; var/std take two passes (mean, then squared deviations)
-// in double. Indices of max/min/argmax/argmin are those of the first maximum,
-// or of the first NaN, as on CPU.
+// like CPU's cascade sum; integer sums accumulate in int64; var/std take two
+// passes (mean, then squared deviations) in double. Indices of max/min/argmax/
+// argmin are those of the first maximum, or of the first NaN, as on CPU.
 //
 // Dtypes: float32, float64, float16, bfloat16, the signed integers, uint8 and
-// bool where CPU accepts them (max/min/arg* compare the narrow integers and
-// bool on an int32 copy). Anything else (complex, ...) is handed to the CPU
-// fallback (aten/Fallback.h) whole.
+// bool where CPU accepts them (see "dtypes" below for how few loops that takes).
+// Anything else (complex, ...) is handed to the CPU fallback (aten/Fallback.h)
+// whole.
 
 #include "aten/Fallback.h"
 #include "aten/Registration.h"
@@ -68,22 +67,27 @@ using Shape = c10::SmallVector<int64_t, 6>;
 
 constexpr int64_t kGrain = 32768;     // elements read below which a loop stays on one thread
 constexpr int64_t kRowChunk = 65536;  // piece of one long row reduced by one task
-constexpr int64_t kCols = 64;         // columns reduced together in column mode
-constexpr int kLanes = 8;             // independent accumulators in a row loop (see pairwise_sum)
+constexpr int64_t kCols = 128;        // columns reduced together in column mode
+// Independent accumulators in a row loop: 128 bytes of them, i.e. eight SSE
+// registers, enough to hide the latency of the adds or compares.
+template <typename T>
+constexpr int kLanesOf = static_cast<int>(128 / sizeof(T));
 
 // --- dtypes -------------------------------------------------------------------
+//
+// The loops are instantiated for few types: float and double; int32 and int64
+// for comparisons; every integral type (bool included) for sums, which read
+// them as they are. The other native dtypes are converted on the device first
+// (exactly, by the vectorised copy kernel), and results converted back:
+// float16 and bfloat16 to float, which is what CPU accumulates them in, and
+// uint8, int8, int16 and bool to int32 for comparisons. Compile time stays low,
+// and the 16-bit floats are faster this way than converted one by one in the
+// loops (this file is built without F16C).
 
 template <typename T>
 struct Tag {
   using type = T;
 };
-
-template <typename T>
-constexpr bool is_16bit_float_v = std::is_same_v<T, c10::Half> || std::is_same_v<T, c10::BFloat16>;
-
-// The type a value is compared and accumulated in: float for 16-bit floats.
-template <typename T>
-using opmath_t = std::conditional_t<is_16bit_float_v<T>, float, T>;
 
 template <typename T>
 bool is_nan(T v) {
@@ -94,87 +98,82 @@ bool is_nan(T v) {
   }
 }
 
-// Calls f(Tag<T>{}) with the C++ type of `t` if it is a floating dtype openreg
-// reduces natively; returns false otherwise.
-template <typename F>
-bool visit_floating(ScalarType t, F&& f) {
-  switch (t) {
-    case ScalarType::Float:
-      f(Tag<float>{});
-      return true;
-    case ScalarType::Double:
-      f(Tag<double>{});
-      return true;
-    case ScalarType::Half:
-      f(Tag<c10::Half>{});
-      return true;
-    case ScalarType::BFloat16:
-      f(Tag<c10::BFloat16>{});
-      return true;
-    default:
-      return false;
-  }
-}
-
-// The same for the integral dtypes (bool included).
-template <typename F>
-bool visit_integral(ScalarType t, F&& f) {
-  switch (t) {
-    case ScalarType::Byte:
-      f(Tag<uint8_t>{});
-      return true;
-    case ScalarType::Char:
-      f(Tag<int8_t>{});
-      return true;
-    case ScalarType::Short:
-      f(Tag<int16_t>{});
-      return true;
-    case ScalarType::Int:
-      f(Tag<int32_t>{});
-      return true;
-    case ScalarType::Long:
-      f(Tag<int64_t>{});
-      return true;
-    case ScalarType::Bool:
-      f(Tag<bool>{});
-      return true;
-    default:
-      return false;
-  }
-}
-
-// The dtypes max/min/argmax/argmin compare in: the floating ones, int32 and
-// int64. The narrower integers and bool are compared as int32 (exactly), on a
-// converted copy (see comparable()): it halves the loops this file
-// instantiates, for dtypes that rarely meet a max.
-template <typename F>
-bool visit_compared(ScalarType t, F&& f) {
-  if (t == ScalarType::Int) {
-    f(Tag<int32_t>{});
-    return true;
-  }
-  if (t == ScalarType::Long) {
-    f(Tag<int64_t>{});
-    return true;
-  }
-  return visit_floating(t, f);
-}
-
-bool compared_as_int32(ScalarType t) {
-  return t == ScalarType::Byte || t == ScalarType::Char || t == ScalarType::Short ||
-         t == ScalarType::Bool;
-}
-
 bool is_native_floating(ScalarType t) {
-  return visit_floating(t, [](auto) {});
+  return t == ScalarType::Float || t == ScalarType::Double || t == ScalarType::Half ||
+         t == ScalarType::BFloat16;
 }
 
 bool is_native_integral(ScalarType t) {
-  return visit_integral(t, [](auto) {});
+  return t == ScalarType::Byte || t == ScalarType::Char || t == ScalarType::Short ||
+         t == ScalarType::Int || t == ScalarType::Long || t == ScalarType::Bool;
 }
 
 bool is_native(ScalarType t) {
   return is_native_floating(t) || is_native_integral(t);
+}
+
+// The dtype the float loops compute a floating dtype in.
+ScalarType float_compute_type(ScalarType t) {
+  return t == ScalarType::Half || t == ScalarType::BFloat16 ? ScalarType::Float : t;
+}
+
+// The dtype the comparison loops compute a native dtype in.
+ScalarType compared_type(ScalarType t) {
+  if (is_native_floating(t)) {
+    return float_compute_type(t);
+  }
+  return t == ScalarType::Long ? ScalarType::Long : ScalarType::Int;
+}
+
+// Calls f(Tag<T>{}) with T the C++ type of `t`: float or double.
+template <typename F>
+void visit_float(ScalarType t, F&& f) {
+  if (t == ScalarType::Double) {
+    f(Tag<double>{});
+  } else {
+    TORCH_INTERNAL_ASSERT(t == ScalarType::Float);
+    f(Tag<float>{});
+  }
+}
+
+// The same for the comparison loops: float, double, int32 or int64.
+template <typename F>
+void visit_compared(ScalarType t, F&& f) {
+  switch (t) {
+    case ScalarType::Int:
+      f(Tag<int32_t>{});
+      break;
+    case ScalarType::Long:
+      f(Tag<int64_t>{});
+      break;
+    default:
+      visit_float(t, f);
+  }
+}
+
+// The same for integral sums: every integral dtype, bool included.
+template <typename F>
+void visit_integral(ScalarType t, F&& f) {
+  switch (t) {
+    case ScalarType::Byte:
+      f(Tag<uint8_t>{});
+      break;
+    case ScalarType::Char:
+      f(Tag<int8_t>{});
+      break;
+    case ScalarType::Short:
+      f(Tag<int16_t>{});
+      break;
+    case ScalarType::Int:
+      f(Tag<int32_t>{});
+      break;
+    case ScalarType::Long:
+      f(Tag<int64_t>{});
+      break;
+    default:
+      TORCH_INTERNAL_ASSERT(t == ScalarType::Bool);
+      f(Tag<bool>{});
+  }
 }
 
 // --- shapes, checks and outputs -------------------------------------------------
@@ -247,6 +246,17 @@ void finish_out(const at::Tensor& out, const at::Tensor& written) {
   if (!written.is_same(out)) {
     out.copy_(written);
   }
+}
+
+// `t` converted on the device to `dtype`, if it is not in it already.
+at::Tensor converted(const at::Tensor& t, ScalarType dtype) {
+  return t.scalar_type() == dtype ? t : t.to(dtype);
+}
+
+// Where a kernel computing in `dtype` writes results meant for `out`: `out`
+// itself, or a buffer that finish_out(out, buffer) converts into it.
+at::Tensor output_buffer(const at::Tensor& out, ScalarType dtype) {
+  return out.scalar_type() == dtype ? out : at::empty(out.sizes(), out.options().dtype(dtype));
 }
 
 // ATen's zero_numel_check_dims: reductions without an identity (max, ...)
@@ -421,13 +431,13 @@ T reduce_long_row(int64_t n, const Part& part, const Combine& combine) {
 
 // --- sum and mean -----------------------------------------------------------------
 
-constexpr int64_t kPairwiseBlock = 16 * kLanes;
-
 // Sum of f(p[i]) over a contiguous row: kLanes independent sums within blocks
-// of kPairwiseBlock elements, blocks added as a binary tree, so the rounding
-// error grows with log(n).
+// of 8 * kLanes elements, blocks added as a binary tree, so the rounding error
+// grows with log(n).
 template <typename acc_t, typename in_t, typename F>
 acc_t pairwise_sum(const in_t* p, int64_t n, const F& f) {
+  constexpr int kLanes = kLanesOf<acc_t>;
+  constexpr int64_t kPairwiseBlock = 8 * kLanes;
   if (n <= kPairwiseBlock) {
     acc_t lane[kLanes] = {};
     int64_t i = 0;
@@ -439,8 +449,12 @@ acc_t pairwise_sum(const in_t* p, int64_t n, const F& f) {
     for (; i < n; ++i) {
       lane[0] += f(p[i]);
     }
-    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
-           ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    for (int w = kLanes / 2; w > 0; w /= 2) {
+      for (int j = 0; j < w; ++j) {
+        lane[j] += lane[j + w];
+      }
+    }
+    return lane[0];
   }
   const int64_t blocks = (n + kPairwiseBlock - 1) / kPairwiseBlock;
   const int64_t half = (blocks / 2) * kPairwiseBlock;
@@ -448,18 +462,34 @@ acc_t pairwise_sum(const in_t* p, int64_t n, const F& f) {
 }
 
 // Column sums out[k] = sum over r of f(p[r * stride + k]), k < n <= kCols.
-// Partial sums cascade through levels of kFan rows each (CPU's cascade sum),
-// so the rounding error grows with log(rows).
+// Rows are added four at a time, and partial sums cascade through levels of
+// kFan such groups each (CPU's cascade sum), so the rounding error grows with
+// log(rows).
 template <typename acc_t, typename in_t, typename F>
 void column_sum(const in_t* p, int64_t rows, int64_t stride, int64_t n, const F& f, acc_t* out) {
   constexpr int kLevels = 4;
   constexpr int kFan = 16;
-  acc_t level[kLevels][kCols] = {};
+  acc_t level[kLevels][kCols];
   int count[kLevels] = {};
-  for (int64_t r = 0; r < rows; ++r) {
-    const in_t* row = p + r * stride;
-    for (int64_t k = 0; k < n; ++k) {
-      level[0][k] += f(row[k]);
+  for (int l = 0; l < kLevels; ++l) {
+    std::fill_n(level[l], n, acc_t(0));
+  }
+  for (int64_t r = 0; r < rows; r += 4) {
+    const in_t* r0 = p + r * stride;
+    if (r + 4 <= rows) {
+      const in_t* r1 = r0 + stride;
+      const in_t* r2 = r1 + stride;
+      const in_t* r3 = r2 + stride;
+      for (int64_t k = 0; k < n; ++k) {
+        level[0][k] += (f(r0[k]) + f(r1[k])) + (f(r2[k]) + f(r3[k]));
+      }
+    } else {
+      for (int64_t q = r; q < rows; ++q) {
+        const in_t* row = p + q * stride;
+        for (int64_t k = 0; k < n; ++k) {
+          level[0][k] += f(row[k]);
+        }
+      }
     }
     for (int l = 0; l + 1 < kLevels && ++count[l] == kFan; ++l) {
       count[l] = 0;
@@ -515,8 +545,7 @@ bool is_sum_native(ScalarType in, ScalarType out) {
 }
 
 // Sums (or averages) `self` over `mask` into `out`, contiguous, whose dtype is
-// the result dtype. As on CPU, the input is first converted to that dtype
-// (integral inputs are read as they are: the int64 sum wraps the same way).
+// the result dtype.
 void sum_into(const at::Tensor& out, const at::Tensor& self, const DimMask& mask, bool mean) {
   if (out.numel() == 0) {
     return;
@@ -525,25 +554,33 @@ void sum_into(const at::Tensor& out, const at::Tensor& self, const DimMask& mask
     out.fill_(mean ? std::numeric_limits<double>::quiet_NaN() : 0.0);
     return;
   }
-  const ScalarType out_dtype = out.scalar_type();
-  if (is_native_floating(out_dtype)) {
-    const at::Tensor in = self.scalar_type() == out_dtype ? self : self.to(out_dtype);
+  const ScalarType dtype = out.scalar_type();
+  if (is_native_floating(dtype)) {
+    // As on CPU: sum converts the input to the result dtype first, mean
+    // straight to the dtype it computes in; 16-bit results are computed in
+    // float and rounded once at the end.
+    const ScalarType compute = float_compute_type(dtype);
+    const at::Tensor in =
+        mean ? converted(self, compute) : converted(converted(self, dtype), compute);
+    const at::Tensor dst = output_buffer(out, compute);
     const Plan p = make_plan(in, mask, false);
-    visit_floating(out_dtype, [&](auto tag) {
+    visit_float(compute, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      sum_kernel<T, opmath_t<T>, T>(p, out.mutable_data_ptr<T>(), mean);
+      sum_kernel<T, T, T>(p, dst.mutable_data_ptr<T>(), mean);
     });
+    finish_out(out, dst);
     return;
   }
-  const at::Tensor in = is_native_integral(self.scalar_type()) ? self : self.to(out_dtype);
-  const at::Tensor acc =
-      out_dtype == at::kLong ? out : at::empty(out.sizes(), out.options().dtype(at::kLong));
+  // Integral results: integral inputs are read as they are (an int64 sum
+  // wraps the same way as one in a narrower type), floating ones converted.
+  const at::Tensor in = is_native_integral(self.scalar_type()) ? self : converted(self, dtype);
+  const at::Tensor dst = output_buffer(out, at::kLong);
   const Plan p = make_plan(in, mask, false);
   visit_integral(in.scalar_type(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    sum_kernel<T, uint64_t, int64_t>(p, acc.mutable_data_ptr<int64_t>(), false);
+    sum_kernel<T, uint64_t, int64_t>(p, dst.mutable_data_ptr<int64_t>(), false);
   });
-  finish_out(out, acc);
+  finish_out(out, dst);
 }
 
 ScalarType sum_dtype(const at::Tensor& self, std::optional<ScalarType> dtype) {
@@ -646,73 +683,111 @@ at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool k
 
 // --- amax, amin, max(), min() ------------------------------------------------------
 
-// `self` in a dtype visit_compared() handles.
-at::Tensor comparable(const at::Tensor& self) {
-  return compared_as_int32(self.scalar_type()) ? self.to(at::kInt) : self;
-}
-
-// Where to write values computed on `in`: `out`, or an int32 buffer that
-// finish_out() converts back into it.
-at::Tensor comparable_output(const at::Tensor& out, const at::Tensor& in) {
-  return out.scalar_type() == in.scalar_type()
-             ? out
-             : at::empty(out.sizes(), out.options().dtype(in.scalar_type()));
+template <bool kMax, typename T>
+bool better(T v, T m) {
+  return kMax ? v > m : v < m;
 }
 
 // Keeps the larger (kMax) or smaller value; a NaN wins and stays.
-template <bool kMax, typename C>
-C pick(C v, C m) {
-  const bool better = kMax ? v > m : v < m;
-  return (is_nan(v) || better) ? v : m;
+template <bool kMax, typename T>
+T pick(T v, T m) {
+  return (is_nan(v) || better<kMax>(v, m)) ? v : m;
+}
+
+// v - v: NaN for a NaN (or an infinity), 0 otherwise; see row_minmax.
+template <typename T>
+T nan_probe(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return v - v;
+  } else {
+    return T(0);
+  }
+}
+
+// The max (kMax) or min of n >= 1 contiguous values, or a NaN if there is one.
+// The lanes keep the running max with a plain select, which vectorises (a
+// NaN test in the same select does not); NaNs are caught by summing v - v,
+// and confirmed by a second look at the rare row with a NaN or an infinity.
+template <typename T, bool kMax>
+T row_minmax(const T* q, int64_t n) {
+  constexpr int kLanes = kLanesOf<T>;
+  T lane[kLanes];
+  T probe[kLanes];
+  for (int j = 0; j < kLanes; ++j) {
+    lane[j] = q[0];
+    probe[j] = T(0);
+  }
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) {
+      const T v = q[i + j];
+      lane[j] = better<kMax>(v, lane[j]) ? v : lane[j];
+      probe[j] += nan_probe(v);
+    }
+  }
+  for (; i < n; ++i) {
+    lane[0] = better<kMax>(q[i], lane[0]) ? q[i] : lane[0];
+    probe[0] += nan_probe(q[i]);
+  }
+  T m = lane[0];
+  T probes = probe[0];
+  for (int j = 1; j < kLanes; ++j) {
+    m = better<kMax>(lane[j], m) ? lane[j] : m;
+    probes += probe[j];
+  }
+  if (is_nan(probes)) {
+    for (int64_t k = 0; k < n; ++k) {
+      if (is_nan(q[k])) {
+        return q[k];
+      }
+    }
+  }
+  return m;
+}
+
+// Column maxima out[k] over rows of q, k < n <= kCols; the same NaN handling.
+template <typename T, bool kMax>
+void column_minmax(const T* q, int64_t rows, int64_t stride, int64_t n, T* out) {
+  T acc[kCols];
+  T probe[kCols];
+  for (int64_t k = 0; k < n; ++k) {
+    acc[k] = q[k];
+    probe[k] = nan_probe(q[k]);
+  }
+  for (int64_t r = 1; r < rows; ++r) {
+    const T* row = q + r * stride;
+    for (int64_t k = 0; k < n; ++k) {
+      const T v = row[k];
+      acc[k] = better<kMax>(v, acc[k]) ? v : acc[k];
+      probe[k] += nan_probe(v);
+    }
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    if (is_nan(probe[k])) {
+      for (int64_t r = 0; r < rows; ++r) {
+        if (is_nan(q[r * stride + k])) {
+          acc[k] = q[r * stride + k];
+          break;
+        }
+      }
+    }
+    out[k] = acc[k];
+  }
 }
 
 template <typename T, bool kMax>
 void minmax_kernel(const Plan& p, T* out) {
-  using C = opmath_t<T>;
   const T* in = p.src.const_data_ptr<T>();
-  const auto row = [](const T* q, int64_t n) {
-    C lane[kLanes];
-    for (int j = 0; j < kLanes; ++j) {
-      lane[j] = static_cast<C>(q[0]);
-    }
-    int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) {
-      for (int j = 0; j < kLanes; ++j) {
-        lane[j] = pick<kMax>(static_cast<C>(q[i + j]), lane[j]);
-      }
-    }
-    for (; i < n; ++i) {
-      lane[0] = pick<kMax>(static_cast<C>(q[i]), lane[0]);
-    }
-    C m = lane[0];
-    for (int j = 1; j < kLanes; ++j) {
-      m = pick<kMax>(lane[j], m);
-    }
-    return m;
-  };
   if (p.long_row()) {
-    out[0] = static_cast<T>(reduce_long_row<C>(
-        p.R, [&](int64_t b, int64_t e) { return row(in + b, e - b); },
-        [](C x, C y) { return pick<kMax>(y, x); }));
+    out[0] = reduce_long_row<T>(
+        p.R, [&](int64_t b, int64_t e) { return row_minmax<T, kMax>(in + b, e - b); },
+        [](T x, T y) { return pick<kMax>(y, x); });
     return;
   }
   for_each_output(
-      p, [&](int64_t o, int64_t off) { out[o] = static_cast<T>(row(in + off, p.R)); },
+      p, [&](int64_t o, int64_t off) { out[o] = row_minmax<T, kMax>(in + off, p.R); },
       [&](int64_t o, int64_t off, int64_t n) {
-        C acc[kCols];
-        const T* q = in + off;
-        for (int64_t k = 0; k < n; ++k) {
-          acc[k] = static_cast<C>(q[k]);
-        }
-        for (int64_t r = 1; r < p.R; ++r) {
-          const T* rowp = q + r * p.sR;
-          for (int64_t k = 0; k < n; ++k) {
-            acc[k] = pick<kMax>(static_cast<C>(rowp[k]), acc[k]);
-          }
-        }
-        for (int64_t k = 0; k < n; ++k) {
-          out[o + k] = static_cast<T>(acc[k]);
-        }
+        column_minmax<T, kMax>(in + off, p.R, p.sR, n, out + o);
       });
 }
 
@@ -721,10 +796,11 @@ void minmax_into(const at::Tensor& out, const at::Tensor& self, const DimMask& m
   if (out.numel() == 0) {
     return;
   }
-  const at::Tensor in = comparable(self);
-  const at::Tensor dst = comparable_output(out, in);
+  const ScalarType compute = compared_type(self.scalar_type());
+  const at::Tensor in = converted(self, compute);
+  const at::Tensor dst = output_buffer(out, compute);
   const Plan p = make_plan(in, mask, false);
-  visit_compared(in.scalar_type(), [&](auto tag) {
+  visit_compared(compute, [&](auto tag) {
     using T = typename decltype(tag)::type;
     minmax_kernel<T, kMax>(p, dst.mutable_data_ptr<T>());
   });
@@ -784,72 +860,84 @@ at::Tensor max_min_all(const at::Tensor& self) {
 // --- max.dim, min.dim, argmax, argmin ----------------------------------------------
 
 // Whether v, found after best, replaces it: strictly better, or the first NaN.
-template <bool kMax, typename C>
-bool takes_over(C v, C best) {
-  const bool better = kMax ? v > best : v < best;
-  return better || (is_nan(v) && !is_nan(best));
+template <bool kMax, typename T>
+bool takes_over(T v, T best) {
+  return better<kMax>(v, best) | (is_nan(v) & !is_nan(best));
+}
+
+// The value and first index of the max (kMax) or min of n >= 1 contiguous
+// values, or of their first NaN: the vectorised row_minmax, then a search.
+template <typename T, bool kMax>
+std::pair<T, int64_t> row_arg(const T* q, int64_t n) {
+  const T m = row_minmax<T, kMax>(q, n);
+  int64_t i = 0;
+  if (is_nan(m)) {
+    while (!is_nan(q[i])) {
+      ++i;
+    }
+  } else {
+    while (q[i] != m) {
+      ++i;
+    }
+  }
+  return {q[i], i};
+}
+
+// The same for columns k < n <= kCols; `values` may be null.
+template <typename T, bool kMax>
+void column_arg(const T* q, int64_t rows, int64_t stride, int64_t n, T* values, int64_t* indices) {
+  T best[kCols];
+  int64_t index[kCols];
+  for (int64_t k = 0; k < n; ++k) {
+    best[k] = q[k];
+    index[k] = 0;
+  }
+  for (int64_t r = 1; r < rows; ++r) {
+    const T* row = q + r * stride;
+    for (int64_t k = 0; k < n; ++k) {
+      const T v = row[k];
+      const bool take = takes_over<kMax>(v, best[k]);
+      best[k] = take ? v : best[k];
+      index[k] = take ? r : index[k];
+    }
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    if (values != nullptr) {
+      values[k] = best[k];
+    }
+    indices[k] = index[k];
+  }
 }
 
 // Writes the index of the max (kMax) or min along the reduced dims, and the
 // value itself when `values` is not null.
 template <typename T, bool kMax>
 void arg_kernel(const Plan& p, T* values, int64_t* indices) {
-  using C = opmath_t<T>;
-  using Best = std::pair<C, int64_t>;
+  using Best = std::pair<T, int64_t>;
   const T* in = p.src.const_data_ptr<T>();
-  const auto row = [](const T* q, int64_t n) {
-    C best = static_cast<C>(q[0]);
-    int64_t index = 0;
-    for (int64_t i = 1; i < n; ++i) {
-      const C v = static_cast<C>(q[i]);
-      if (takes_over<kMax>(v, best)) {
-        best = v;
-        index = i;
-      }
-    }
-    return Best(best, index);
-  };
   const auto write = [&](int64_t o, const Best& b) {
     if (values != nullptr) {
-      values[o] = static_cast<T>(b.first);
+      values[o] = b.first;
     }
     indices[o] = b.second;
   };
   if (p.long_row()) {
-    write(0, reduce_long_row<Best>(
-                 p.R,
-                 [&](int64_t b, int64_t e) {
-                   Best r = row(in + b, e - b);
-                   r.second += b;
-                   return r;
-                 },
-                 [](const Best& x, const Best& y) {
-                   return takes_over<kMax>(y.first, x.first) ? y : x;
-                 }));
+    const auto part = [&](int64_t b, int64_t e) {
+      Best r = row_arg<T, kMax>(in + b, e - b);
+      r.second += b;
+      return r;
+    };
+    const auto combine = [](const Best& x, const Best& y) {
+      return takes_over<kMax>(y.first, x.first) ? y : x;
+    };
+    write(0, reduce_long_row<Best>(p.R, part, combine));
     return;
   }
   for_each_output(
-      p, [&](int64_t o, int64_t off) { write(o, row(in + off, p.R)); },
+      p, [&](int64_t o, int64_t off) { write(o, row_arg<T, kMax>(in + off, p.R)); },
       [&](int64_t o, int64_t off, int64_t n) {
-        C best[kCols];
-        int64_t index[kCols];
-        const T* q = in + off;
-        for (int64_t k = 0; k < n; ++k) {
-          best[k] = static_cast<C>(q[k]);
-          index[k] = 0;
-        }
-        for (int64_t r = 1; r < p.R; ++r) {
-          const T* rowp = q + r * p.sR;
-          for (int64_t k = 0; k < n; ++k) {
-            const C v = static_cast<C>(rowp[k]);
-            const bool take = takes_over<kMax>(v, best[k]);
-            best[k] = take ? v : best[k];
-            index[k] = take ? r : index[k];
-          }
-        }
-        for (int64_t k = 0; k < n; ++k) {
-          write(o + k, Best(best[k], index[k]));
-        }
+        column_arg<T, kMax>(in + off, p.R, p.sR, n, values == nullptr ? nullptr : values + o,
+                            indices + o);
       });
 }
 
@@ -860,10 +948,11 @@ void arg_into(const at::Tensor& values, const at::Tensor& indices, const at::Ten
   if (indices.numel() == 0) {
     return;
   }
-  const at::Tensor in = comparable(self);
-  const at::Tensor dst = values.defined() ? comparable_output(values, in) : values;
+  const ScalarType compute = compared_type(self.scalar_type());
+  const at::Tensor in = converted(self, compute);
+  const at::Tensor dst = values.defined() ? output_buffer(values, compute) : values;
   const Plan p = make_plan(in, mask, /*in_order=*/true);
-  visit_compared(in.scalar_type(), [&](auto tag) {
+  visit_compared(compute, [&](auto tag) {
     using T = typename decltype(tag)::type;
     arg_kernel<T, kMax>(p, dst.defined() ? dst.mutable_data_ptr<T>() : nullptr,
                         indices.mutable_data_ptr<int64_t>());
@@ -965,7 +1054,7 @@ void var_kernel(const Plan& p, T* out, double correction, bool take_sqrt) {
   const double divisor = std::max(0.0, n - correction);
   const auto finish = [&](double m2) {
     const double var = m2 / divisor;
-    return static_cast<T>(static_cast<opmath_t<T>>(take_sqrt ? std::sqrt(var) : var));
+    return static_cast<T>(take_sqrt ? std::sqrt(var) : var);
   };
   const auto value = [](T v) { return static_cast<double>(v); };
   const auto add = [](double x, double y) { return x + y; };
@@ -1035,11 +1124,15 @@ void var_into(const char* name, const at::Tensor& out, const at::Tensor& self, c
     out.fill_(std::numeric_limits<double>::quiet_NaN());
     return;
   }
-  const Plan p = make_plan(self, mask, false);
-  visit_floating(self.scalar_type(), [&](auto tag) {
+  const ScalarType compute = float_compute_type(self.scalar_type());
+  const at::Tensor in = converted(self, compute);
+  const at::Tensor dst = output_buffer(out, compute);
+  const Plan p = make_plan(in, mask, false);
+  visit_float(compute, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    var_kernel<T>(p, out.mutable_data_ptr<T>(), c, take_sqrt);
+    var_kernel<T>(p, dst.mutable_data_ptr<T>(), c, take_sqrt);
   });
+  finish_out(out, dst);
 }
 
 template <bool kStd>
