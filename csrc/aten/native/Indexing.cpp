@@ -125,6 +125,9 @@ std::vector<int64_t> memory_order(int64_t ndim, c10::MemoryFormat format) {
 // dense in `format`) one after the other along `dim`.
 void cat_kernel(const std::vector<at::Tensor>& inputs, int64_t dim, c10::MemoryFormat format,
                 const at::Tensor& out) {
+  if (inputs.empty() || out.numel() == 0) {
+    return;  // nothing to copy (`dim` may not even be valid when every input was skipped)
+  }
   const std::vector<int64_t> order = memory_order(out.dim(), format);
   // In memory order, `dim` splits every tensor into outer blocks of
   // size(dim) * inner elements.
@@ -319,7 +322,7 @@ at::Tensor index_select_impl(const at::Tensor& self_arg, int64_t dim, const at::
 
   const int64_t size = self_arg.dim() == 0 ? 1 : self_arg.size(dim);
   if (self_arg.dim() > 1 && self_arg.numel() == 0 && numel > 0) {
-    TORCH_CHECK_INDEX(size > 0, "index_select(): self indexing axis dim should be positive");
+    TORCH_CHECK(size > 0, "index_select(): self indexing axis dim should be positive");
   }
   const at::Tensor idx = index.contiguous();
   const at::Tensor self = resolved(self_arg).contiguous();

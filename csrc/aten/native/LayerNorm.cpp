@@ -2,8 +2,8 @@
 //
 // The input is viewed as M rows of N = prod(normalized_shape) contiguous
 // elements. Each row is normalized with its own mean and variance (two
-// passes, accumulated in at::opmath_type: float for float and 16-bit types,
-// double for double), then scaled by weight and shifted by bias.
+// passes, computed in double for float and double inputs, in float for
+// 16-bit ones), then scaled by weight and shifted by bias.
 //
 // dtypes, as on CPU: the input, weight and bias share one floating dtype, or
 // (mixed) the input is float16/bfloat16 and weight and bias are float. mean
@@ -136,6 +136,12 @@ A lane_sum(int64_t n, const F& f) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+// The type layer norm computes in: double for float and double inputs (the
+// statistics of a row with a large common offset stay exact), float for
+// 16-bit ones (at::opmath_type).
+template <typename T>
+using acc_t = std::conditional_t<std::is_same_v<T, float>, double, at::opmath_type<T>>;
+
 int64_t grain_rows(int64_t n) {
   return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, n));
 }
@@ -146,7 +152,7 @@ int64_t grain_rows(int64_t n) {
 template <typename T, typename P>
 void forward_kernel(const T* x, const P* w, const P* b, T* y, P* mean_out, P* rstd_out, int64_t M,
                     int64_t N, double eps) {
-  using A = at::opmath_type<T>;
+  using A = acc_t<T>;
   at::parallel_for(0, M, grain_rows(N), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const T* xr = x + i * N;
@@ -248,7 +254,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(
 template <typename T, typename P>
 void backward_kernel(const T* dy, const T* x, const P* mean, const P* rstd, const P* w, T* dx,
                      P* dgamma, P* dbeta, int64_t M, int64_t N) {
-  using A = at::opmath_type<T>;
+  using A = acc_t<T>;
   const bool param_grads = dgamma != nullptr || dbeta != nullptr;
   // dgamma and dbeta: one partial sum per chunk of rows, added in chunk order.
   const int64_t chunks =
