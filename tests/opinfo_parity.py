@@ -27,6 +27,11 @@ TOLERANCE = {
     # to 1.6e-5 between runs that differ only in memory layout.
     "linalg.lstsq": (1e-4, 1e-4),
     "linalg.lstsq.grad_oriented": (1e-4, 1e-4),
+    # Samples that normalise one element: x - mean is 0 in exact arithmetic. openreg computes the
+    # statistics in double and gets 0; CPU's float mean leaves ~1e-7, which rstd = 1/sqrt(eps) ~ 316
+    # amplifies into gradients of up to 1e-4 that should be 0. Other samples agree to 2e-6.
+    "nn.functional.layer_norm": (2e-4, 1e-4),
+    "native_layer_norm": (2e-4, 1e-4),
 }
 
 # Ops whose outputs are uninitialised memory: only their metadata is comparable.

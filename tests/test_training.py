@@ -31,7 +31,10 @@ def _transformer_loss(model, x, y):
 
 
 def _train(model, loss_fn, x, y, steps, foreach):
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=foreach)
+    # lr 1e-3 keeps the loss of order one for all 20 steps: a relative tolerance on a loss that
+    # has collapsed towards 0 (as it does at lr 1e-2, where both models memorise the batch)
+    # measures rounding noise, not parity.
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=foreach)
     losses = []
     for _ in range(steps):
         opt.zero_grad()
@@ -57,6 +60,7 @@ def test_training_matches_cpu(build, batch, loss_fn, foreach):
     dev_losses = _train(dev_model, loss_fn, x.openreg(), y.openreg(), STEPS, foreach)
     torch.testing.assert_close(torch.tensor(dev_losses), torch.tensor(cpu_losses), rtol=1e-5, atol=0)
     assert cpu_losses[-1] < cpu_losses[0]  # it did learn something
+    assert min(cpu_losses) > 0.1  # and the relative comparison above is meaningful
     # Parameters are compared under SGD below: Adam divides by sqrt(v), which turns the ~1e-10
     # rounding noise of gradients that are zero in exact arithmetic (the attention key bias)
     # into full-size steps, on CPU as well as on openreg.
