@@ -203,9 +203,12 @@ at::Tensor cat_impl(const at::ITensorListRef& tensors, int64_t dim, at::Tensor* 
       at::native::check_cat_shape_except_dim(first, t, dim, static_cast<int64_t>(i));
       size_at_dim += t.size(dim);
       at::Tensor part = resolved(t);
-      if (part.scalar_type() != dtype || !part.is_contiguous(format)) {
-        part = part.to(dtype, /*non_blocking=*/false, /*copy=*/false, format);
+      if (part.scalar_type() != dtype) {
+        part = part.to(dtype);
       }
+      // Not .to(..., format): for an expanded (stride 0) tensor it decides the
+      // layout already matches and returns the tensor itself, not dense memory.
+      part = part.contiguous(format);
       parts.push_back(std::move(part));
     }
     sizes = first.sizes().vec();
