@@ -453,6 +453,18 @@ def test_scalar_inputs():
     check_error(lambda t: t.sum(1), x)
 
 
+def test_results_stay_on_the_inputs_device():
+    if torch.openreg.device_count() < 2:
+        pytest.skip("needs two openreg devices")
+    x = make((40, 70))
+    with openreg_lab.fallback_policy("error"):
+        d = x.to("openreg:1")
+        results = (d.sum(0), d.mean(), d.amax(1), d.max(0)[1], d.argmin(), d.var(1), d.half().sum())
+    for r in results:
+        assert r.device == torch.device("openreg:1")
+    assert_matches(results[0], x.sum(0))
+
+
 # --- var and std --------------------------------------------------------------------
 
 
