@@ -438,6 +438,13 @@ template <typename acc_t, typename in_t, typename F>
 acc_t pairwise_sum(const in_t* p, int64_t n, const F& f) {
   constexpr int kLanes = kLanesOf<acc_t>;
   constexpr int64_t kPairwiseBlock = 8 * kLanes;
+  if (n < kLanes) {  // short rows: one plain pass
+    acc_t s = acc_t(0);
+    for (int64_t i = 0; i < n; ++i) {
+      s += f(p[i]);
+    }
+    return s;
+  }
   if (n <= kPairwiseBlock) {
     acc_t lane[kLanes] = {};
     int64_t i = 0;
@@ -711,6 +718,13 @@ T nan_probe(T v) {
 template <typename T, bool kMax>
 T row_minmax(const T* q, int64_t n) {
   constexpr int kLanes = kLanesOf<T>;
+  if (n < 2 * kLanes) {  // short rows (the classes of a batch): one plain pass
+    T m = q[0];
+    for (int64_t i = 1; i < n; ++i) {
+      m = pick<kMax>(q[i], m);
+    }
+    return m;
+  }
   T lane[kLanes];
   T probe[kLanes];
   for (int j = 0; j < kLanes; ++j) {
