@@ -49,8 +49,8 @@ using loops::ScalarArg;
 template <typename Kernel>
 Tensor binary(const Tensor& self, const Tensor& other, const Tensor& out, Mode mode,
               ScalarType compute, ScalarType result, const Kernel& kernel) {
-  const Tensor a = loops::to_dtype(self, loops::compute_dtype(compute));
-  const Tensor b = loops::to_dtype(other, loops::compute_dtype(compute));
+  const Tensor a = loops::to_compute(self, compute);
+  const Tensor b = loops::to_compute(other, compute);
   return loops::run_elementwise(out, mode, result, {a, b}, kernel);
 }
 
@@ -67,13 +67,15 @@ Tensor binary(const Tensor& self, const Scalar& other, const Tensor& out, Mode m
 template <typename Kernel>
 Tensor binary_folding(const Tensor& self, const Tensor& other, const Tensor& out, Mode mode,
                       ScalarType compute, const Kernel& kernel) {
-  const Tensor a = loops::to_dtype(self, loops::compute_dtype(compute));
-  if (loops::is_cpu_scalar(other) && !loops::is_cpu_scalar(self)) {
+  const Tensor a = loops::to_compute(self, compute);
+  // Narrow integers do not fold: the scalar must wrap to `compute` first.
+  const bool fold = loops::compute_dtype(compute) == compute;
+  if (fold && loops::is_cpu_scalar(other) && !loops::is_cpu_scalar(self)) {
     const ScalarArg s(other);
     return loops::run_elementwise(out, mode, compute, {a},
                                   [&](const Loop& loop) { kernel(loop, &s); });
   }
-  const Tensor b = loops::to_dtype(other, loops::compute_dtype(compute));
+  const Tensor b = loops::to_compute(other, compute);
   return loops::run_elementwise(out, mode, compute, {a, b},
                                 [&](const Loop& loop) { kernel(loop, nullptr); });
 }
@@ -81,7 +83,10 @@ Tensor binary_folding(const Tensor& self, const Tensor& other, const Tensor& out
 template <typename Kernel>
 Tensor binary_folding(const Tensor& self, const Scalar& other, const Tensor& out, Mode mode,
                       ScalarType compute, const Kernel& kernel) {
-  const Tensor a = loops::to_dtype(self, loops::compute_dtype(compute));
+  if (loops::compute_dtype(compute) != compute) {
+    return binary_folding(self, loops::wrapped_scalar(other), out, mode, compute, kernel);
+  }
+  const Tensor a = loops::to_dtype(self, compute);
   const ScalarArg s(other);
   return loops::run_elementwise(out, mode, compute, {a},
                                 [&](const Loop& loop) { kernel(loop, &s); });
@@ -108,7 +113,7 @@ void add_kernel(const Loop& loop, const ScalarArg* other, ScalarType dtype, cons
   loops::dispatch_numeric(dtype, [&](auto tag) {
     using T = OPENREG_TYPE_OF(tag);
     using acc = loops::opmath_t<T>;
-    const acc a = static_cast<acc>(alpha.to<T>());
+    const acc a = static_cast<acc>(loops::scalar_to<T>(alpha, dtype));
     if (other == nullptr) {
       loop.run<T, T, T>(
           [a](T x, T y) { return static_cast<T>(static_cast<acc>(x) + a * static_cast<acc>(y)); });
@@ -296,7 +301,7 @@ void pow_scalar_kernel(const Loop& loop, ScalarType dtype, const Scalar& exponen
   if (loops::is_integral(dtype, /*include_bool=*/false)) {
     loops::dispatch_integral(dtype, [&](auto tag) {
       using T = OPENREG_TYPE_OF(tag);
-      const T e = exponent.to<T>();
+      const T e = loops::scalar_to<T>(exponent, dtype);
       loop.run<T, T>([e](T x) { return at::native::powi(x, e); });
     });
     return;
@@ -714,7 +719,7 @@ void check_pow_exponent(const Tensor& self, const Scalar& exponent) {
 Tensor pow_scalar_run(const Tensor& self, const Scalar& exponent, const Tensor& out, Mode mode,
                       ScalarType dtype) {
   check_pow_exponent(self, exponent);
-  const Tensor a = loops::to_dtype(self, loops::compute_dtype(dtype));
+  const Tensor a = loops::to_compute(self, dtype);
   return loops::run_elementwise(
       out, mode, dtype, {a}, [&](const Loop& loop) { pow_scalar_kernel(loop, dtype, exponent); });
 }

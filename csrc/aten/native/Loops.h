@@ -89,6 +89,18 @@ inline bool is_native(ScalarType t) {
   return is_floating(t) || is_integral(t, /*include_bool=*/true);
 }
 
+// Note [Narrow integers]
+// uint8, int8 and int16 are computed in int64 and narrowed when the result is
+// written (`compute_dtype`, run_elementwise): the results are the same, since
+// integer arithmetic wraps modulo 2^n either way, and no loop is compiled for
+// three more dtypes. dispatch_integral runs the int64 loop for them, callers
+// convert inputs with to_compute(t, dtype) and Scalar arguments with
+// scalar_to<T>(s, dtype); Loop::run checks that element sizes match.
+inline ScalarType compute_dtype(ScalarType t) {
+  const bool narrow = t == ScalarType::Byte || t == ScalarType::Char || t == ScalarType::Short;
+  return narrow ? ScalarType::Long : t;
+}
+
 // Calls f(Tag<T>{}) for the C++ type T of `t`; `t` must be one of the dtypes
 // named by the function.
 template <typename F>
@@ -105,18 +117,6 @@ void dispatch_floating(ScalarType t, F&& f) {
     default:
       TORCH_INTERNAL_ASSERT(false, "openreg: no floating kernel for ", t);
   }
-}
-
-// Note [Narrow integers]
-// uint8, int8 and int16 are computed in int64 and narrowed when the result is
-// written (`compute_dtype`, run_elementwise): the results are the same, since
-// integer arithmetic wraps modulo 2^n either way, and no loop is compiled for
-// three more dtypes. dispatch_integral runs the int64 loop for them; callers
-// convert inputs with to_dtype(t, compute_dtype(dtype)). Loop::run checks
-// that element sizes match.
-inline ScalarType compute_dtype(ScalarType t) {
-  const bool narrow = t == ScalarType::Byte || t == ScalarType::Char || t == ScalarType::Short;
-  return narrow ? ScalarType::Long : t;
 }
 
 // Integral dtypes; narrow ones run the int64 loop (Note [Narrow integers]).
@@ -174,6 +174,34 @@ T read_scalar(const at::Tensor& t) {
 // `t` in `dtype`: itself if it already is, else a copy (native on openreg).
 inline at::Tensor to_dtype(const at::Tensor& t, ScalarType dtype) {
   return t.scalar_type() == dtype ? t : t.to(dtype);
+}
+
+// An input of an operator whose common dtype is `dtype`, in the dtype its
+// kernel reads: compute_dtype(dtype). A narrow integer operand goes through
+// `dtype` first, so that a scalar out of its range wraps as on CPU.
+inline at::Tensor to_compute(const at::Tensor& t, ScalarType dtype) {
+  const ScalarType compute = compute_dtype(dtype);
+  if (compute != dtype && t.scalar_type() != dtype) {
+    return to_dtype(t.to(dtype), compute);
+  }
+  return to_dtype(t, compute);
+}
+
+// A Scalar argument (alpha, a bound, an exponent) of an operator computing in
+// `dtype`, as the C++ type T of its kernel: converted (checked, like the CPU
+// kernels' Scalar::to) to dtype's own type first, then to T.
+template <typename T>
+T scalar_to(const c10::Scalar& s, ScalarType dtype) {
+  switch (dtype) {
+    case ScalarType::Byte:
+      return static_cast<T>(s.to<uint8_t>());
+    case ScalarType::Char:
+      return static_cast<T>(s.to<int8_t>());
+    case ScalarType::Short:
+      return static_cast<T>(s.to<int16_t>());
+    default:
+      return s.to<T>();
+  }
 }
 
 inline bool on_openreg(const at::Tensor& t) {
@@ -443,20 +471,22 @@ inline bool fast_path_ok(const at::Tensor& out, std::initializer_list<at::Tensor
 
 // Runs an elementwise kernel with TensorIterator semantics (broadcasting,
 // out= resizing, overlap checks, in-place shape rules) and returns the result.
-//   out:     undefined (Mode::Functional), self (Mode::InPlace) or out=
-//   result:  the operator's result dtype. The kernel writes
-//            compute_dtype(result); an output of another dtype gets a copy.
-//   inputs:  tensors in the dtypes the kernel reads (Note [Dtypes in openreg
-//            elementwise kernels])
-//   kernel:  kernel(loop) runs loop.run<out_t, in_t...>(op)
+//   out:      undefined (Mode::Functional), self (Mode::InPlace) or out=
+//   result:   the operator's result dtype
+//   written:  the dtype the kernel writes (result, or a wider compute dtype);
+//             an output of another dtype gets a copy
+//   inputs:   tensors in the dtypes the kernel reads (Note [Dtypes in openreg
+//             elementwise kernels])
+//   kernel:   kernel(loop) runs loop.run<out_t, in_t...>(op)
 // Not a template: compiled once, whatever the kernel.
 C10_NOINLINE inline at::Tensor run_elementwise(const at::Tensor& out, Mode mode, ScalarType result,
+                                               ScalarType written,
                                                std::initializer_list<at::Tensor> inputs,
                                                c10::function_ref<void(const Loop&)> kernel) {
-  const ScalarType written = compute_dtype(result);
   if (out.defined() && out.scalar_type() != written) {
     check_can_cast(result, out);
-    at::Tensor tmp = run_elementwise(at::Tensor(), Mode::Functional, written, inputs, kernel);
+    at::Tensor tmp =
+        run_elementwise(at::Tensor(), Mode::Functional, written, written, inputs, kernel);
     if (mode == Mode::InPlace) {
       TORCH_CHECK(tmp.sizes().equals(out.sizes()), "output with shape ", out.sizes(),
                   " doesn't match the broadcast shape ", tmp.sizes());
@@ -467,12 +497,13 @@ C10_NOINLINE inline at::Tensor run_elementwise(const at::Tensor& out, Mode mode,
     return out;
   }
   if (!out.defined() && written != result) {
-    return run_elementwise(at::Tensor(), Mode::Functional, written, inputs, kernel).to(result);
+    return run_elementwise(at::Tensor(), Mode::Functional, written, written, inputs, kernel)
+        .to(result);
   }
   if (detail::fast_path_ok(out, inputs)) {
     const at::Tensor& first = *inputs.begin();
     at::Tensor result_tensor =
-        out.defined() ? out : at::empty(first.sizes(), first.options().dtype(result));
+        out.defined() ? out : at::empty(first.sizes(), first.options().dtype(written));
     kernel(Loop(first.numel(), result_tensor, inputs));
     return result_tensor;
   }
@@ -482,7 +513,7 @@ C10_NOINLINE inline at::Tensor run_elementwise(const at::Tensor& out, Mode mode,
       .check_all_same_dtype(false)
       .resize_outputs(mode != Mode::InPlace);
   if (!out.defined()) {
-    config.declare_static_dtype(result);
+    config.declare_static_dtype(written);
   }
   config.add_output(out);
   for (const at::Tensor& t : inputs) {
@@ -491,6 +522,14 @@ C10_NOINLINE inline at::Tensor run_elementwise(const at::Tensor& out, Mode mode,
   at::TensorIterator iter = config.build();
   kernel(Loop(iter));
   return iter.output();
+}
+
+// The common case: the kernel writes compute_dtype(result) (Note [Narrow
+// integers]).
+inline at::Tensor run_elementwise(const at::Tensor& out, Mode mode, ScalarType result,
+                                  std::initializer_list<at::Tensor> inputs,
+                                  c10::function_ref<void(const Loop&)> kernel) {
+  return run_elementwise(out, mode, result, compute_dtype(result), inputs, kernel);
 }
 
 }  // namespace openreg::loops
