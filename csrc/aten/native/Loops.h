@@ -323,6 +323,8 @@ C10_NOINLINE void row(char* const* data, const int64_t* strides, int64_t n, cons
   }
 }
 
+}  // namespace detail
+
 // Calls chunk(begin, end) over [0, n): inline below the grain size, else
 // split over threads. Not a template, so it is compiled once.
 inline void parallel_chunks(int64_t n, c10::function_ref<void(int64_t, int64_t)> chunk) {
@@ -332,8 +334,6 @@ inline void parallel_chunks(int64_t n, c10::function_ref<void(int64_t, int64_t)>
     at::parallel_for(0, n, at::internal::GRAIN_SIZE, chunk);
   }
 }
-
-}  // namespace detail
 
 // Runs `op` over every element of a built iterator whose operand 0 has C++
 // type out_t and whose inputs have types in_t... (in order).
@@ -365,7 +365,7 @@ void apply_contiguous(int64_t n, const Op& op, char* const* base) {
   constexpr int kTensors = 1 + sizeof...(in_t);
   const int64_t sizes[kTensors] = {static_cast<int64_t>(sizeof(out_t)),
                                    static_cast<int64_t>(sizeof(in_t))...};
-  detail::parallel_chunks(n, [&](int64_t begin, int64_t end) {
+  parallel_chunks(n, [&](int64_t begin, int64_t end) {
     char* data[kTensors];
     for (int k = 0; k < kTensors; ++k) {
       data[k] = base[k] + begin * sizes[k];
