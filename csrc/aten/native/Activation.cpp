@@ -1,0 +1,371 @@
+// Activations and their backward formulas: relu, threshold_backward, gelu
+// ('none' and 'tanh'), silu, sigmoid and tanh. Each is registered in its
+// functional, in-place (where ATen has one) and out= forms. How a kernel runs,
+// and how dtypes are handled: Loops.h.
+
+#include "aten/native/Loops.h"
+
+#include "aten/Fallback.h"
+#include "aten/Registration.h"
+
+#include <ATen/native/Gelu.h>
+#include <ATen/ops/gelu_backward_ops.h>
+#include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/relu_ops.h>
+#include <ATen/ops/sigmoid_backward_ops.h>
+#include <ATen/ops/sigmoid_ops.h>
+#include <ATen/ops/silu_backward_ops.h>
+#include <ATen/ops/silu_ops.h>
+#include <ATen/ops/tanh_backward_ops.h>
+#include <ATen/ops/tanh_ops.h>
+#include <ATen/ops/threshold_backward_ops.h>
+
+#include <cmath>
+#include <string_view>
+
+namespace openreg {
+namespace {
+
+using at::Tensor;
+using c10::Scalar;
+using c10::ScalarType;
+using loops::Loop;
+using loops::Mode;
+
+Tensor run_unary(const Tensor& self, const Tensor& out, Mode mode, ScalarType dtype,
+                 c10::function_ref<void(const Loop&)> kernel) {
+  return loops::run_elementwise(out, mode, dtype, {loops::to_compute(self, dtype)}, kernel);
+}
+
+// A backward formula: (grad_output, x) -> grad_input, in their promoted dtype.
+Tensor run_backward(const Tensor& grad_output, const Tensor& x, const Tensor& grad_input,
+                    ScalarType dtype, c10::function_ref<void(const Loop&)> kernel) {
+  const Mode mode = grad_input.defined() ? Mode::Out : Mode::Functional;
+  return loops::run_elementwise(
+      grad_input, mode, dtype, {loops::to_compute(grad_output, dtype), loops::to_compute(x, dtype)},
+      kernel);
+}
+
+// --- relu, threshold_backward -----------------------------------------------------------
+
+// max(x, 0), keeping NaN (as CPU's clamp_min does).
+void relu_kernel(const Loop& loop, ScalarType dtype) {
+  loops::dispatch_numeric(dtype, [&](auto tag) {
+    using T = OPENREG_TYPE_OF(tag);
+    loop.run<T, T>([](T x) { return x < T(0) ? T(0) : x; });
+  });
+}
+
+bool relu_native(const Tensor& self) {
+  TORCH_CHECK(self.scalar_type() != ScalarType::Bool, "Boolean inputs not supported for relu");
+  return loops::is_native(self.scalar_type());
+}
+
+Tensor relu(const Tensor& self) {
+  if (!relu_native(self)) {
+    return fallback<ATEN_OP(relu)>(self);
+  }
+  const ScalarType dtype = self.scalar_type();
+  return run_unary(self, Tensor(), Mode::Functional, dtype,
+                   [dtype](const Loop& loop) { relu_kernel(loop, dtype); });
+}
+
+Tensor& relu_(Tensor& self) {
+  if (!relu_native(self)) {
+    return fallback<ATEN_OP(relu_)>(self);
+  }
+  const ScalarType dtype = self.scalar_type();
+  run_unary(self, self, Mode::InPlace, dtype,
+            [dtype](const Loop& loop) { relu_kernel(loop, dtype); });
+  return self;
+}
+
+Tensor& relu_out(const Tensor& self, Tensor& out) {
+  if (!relu_native(self)) {
+    return fallback<ATEN_OP(relu_out)>(self, out);
+  }
+  const ScalarType dtype = self.scalar_type();
+  run_unary(self, out, Mode::Out, dtype, [dtype](const Loop& loop) { relu_kernel(loop, dtype); });
+  return out;
+}
+
+// grad_input = self <= threshold ? 0 : grad_output
+Tensor threshold_backward_run(const Tensor& grad_output, const Tensor& self,
+                              const Scalar& threshold, const Tensor& grad_input) {
+  const ScalarType dtype = loops::result_type(self, grad_output);
+  return run_backward(grad_output, self, grad_input, dtype, [&](const Loop& loop) {
+    loops::dispatch_numeric(dtype, [&](auto tag) {
+      using T = OPENREG_TYPE_OF(tag);
+      const T th = loops::scalar_to<T>(threshold, dtype);
+      loop.run<T, T, T>([th](T g, T x) { return x <= th ? T(0) : g; });
+    });
+  });
+}
+
+bool threshold_native(const Tensor& grad_output, const Tensor& self) {
+  const ScalarType dtype = loops::result_type(self, grad_output);
+  return loops::is_native(dtype) && dtype != ScalarType::Bool;
+}
+
+Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold) {
+  if (!threshold_native(grad_output, self)) {
+    return fallback<ATEN_OP(threshold_backward)>(grad_output, self, threshold);
+  }
+  return threshold_backward_run(grad_output, self, threshold, Tensor());
+}
+
+Tensor& threshold_backward_out(const Tensor& grad_output, const Tensor& self,
+                               const Scalar& threshold, Tensor& grad_input) {
+  if (!threshold_native(grad_output, self)) {
+    return fallback<ATEN_OP(threshold_backward_grad_input)>(grad_output, self, threshold,
+                                                            grad_input);
+  }
+  threshold_backward_run(grad_output, self, threshold, grad_input);
+  return grad_input;
+}
+
+// --- smooth activations: floating dtypes ----------------------------------------------------
+// Each functor maps opmath values (float for 16-bit types); `f` is the
+// activation, `df(g, x)` its backward. gelu reads its approximation at run
+// time: the per-element branch is free next to erf or tanh.
+
+template <typename acc>
+struct Gelu {
+  bool approx_tanh;
+
+  acc f(acc x) const {
+    if (approx_tanh) {
+      const acc inner = kBeta * (x + kKappa * x * x * x);
+      return acc(0.5) * x * (acc(1) + std::tanh(inner));
+    }
+    return acc(0.5) * x * (acc(1) + std::erf(x * kSqrtHalf));
+  }
+
+  acc df(acc g, acc x) const {
+    if (approx_tanh) {
+      const acc x_sq = x * x;
+      const acc t = std::tanh(kBeta * (x + kKappa * x_sq * x));
+      const acc left = acc(0.5) * (acc(1) + t);
+      const acc right = acc(0.5) * x * (acc(1) - t * t) * kBeta * (acc(1) + acc(3) * kKappa * x_sq);
+      return g * (left + right);
+    }
+    const acc cdf = acc(0.5) * (acc(1) + std::erf(x * kSqrtHalf));
+    const acc pdf = kInvSqrt2Pi * std::exp(acc(-0.5) * x * x);
+    return g * (cdf + x * pdf);
+  }
+
+  static constexpr acc kSqrtHalf = acc(0.70710678118654752440);    // 1/sqrt(2)
+  static constexpr acc kInvSqrt2Pi = acc(0.39894228040143267794);  // 1/sqrt(2 pi)
+  static constexpr acc kBeta = acc(0.79788456080286535588);        // sqrt(2/pi)
+  static constexpr acc kKappa = acc(0.044715);
+};
+
+template <typename acc>
+struct Silu {
+  acc f(acc x) const {
+    return x / (acc(1) + std::exp(-x));
+  }
+  acc df(acc g, acc x) const {
+    const acc s = acc(1) / (acc(1) + std::exp(-x));
+    return g * s * (acc(1) + x * (acc(1) - s));
+  }
+};
+
+// sigmoid and tanh: the backward takes the forward's output y, not x.
+template <typename acc>
+struct Sigmoid {
+  acc f(acc x) const {
+    return acc(1) / (acc(1) + std::exp(-x));
+  }
+  acc df(acc g, acc y) const {
+    return g * (acc(1) - y) * y;
+  }
+};
+
+template <typename acc>
+struct Tanh {
+  acc f(acc x) const {
+    return std::tanh(x);
+  }
+  acc df(acc g, acc y) const {
+    return g * (acc(1) - y * y);
+  }
+};
+
+template <template <typename> class F>
+void forward_kernel(const Loop& loop, ScalarType dtype, bool tanh = false) {
+  loops::dispatch_floating(dtype, [&](auto tag) {
+    using T = OPENREG_TYPE_OF(tag);
+    using acc = loops::opmath_t<T>;
+    F<acc> fn{};
+    if constexpr (std::is_same_v<F<acc>, Gelu<acc>>) {
+      fn.approx_tanh = tanh;
+    }
+    loop.run<T, T>([fn](T x) { return static_cast<T>(fn.f(static_cast<acc>(x))); });
+  });
+}
+
+template <template <typename> class F>
+void backward_kernel(const Loop& loop, ScalarType dtype, bool tanh = false) {
+  loops::dispatch_floating(dtype, [&](auto tag) {
+    using T = OPENREG_TYPE_OF(tag);
+    using acc = loops::opmath_t<T>;
+    F<acc> fn{};
+    if constexpr (std::is_same_v<F<acc>, Gelu<acc>>) {
+      fn.approx_tanh = tanh;
+    }
+    loop.run<T, T, T>(
+        [fn](T g, T x) { return static_cast<T>(fn.df(static_cast<acc>(g), static_cast<acc>(x))); });
+  });
+}
+
+// sigmoid and tanh compute integers in the default float dtype; gelu and silu
+// only take floating dtypes.
+template <bool kPromote>
+ScalarType forward_dtype(const Tensor& self) {
+  return kPromote ? loops::promote_to_float(self.scalar_type()) : self.scalar_type();
+}
+
+template <template <typename> class F, bool kPromote, typename Op>
+Tensor forward(const Tensor& self) {
+  const ScalarType dtype = forward_dtype<kPromote>(self);
+  if (!loops::is_floating(dtype)) {
+    return fallback<Op>(self);
+  }
+  return run_unary(self, Tensor(), Mode::Functional, dtype,
+                   [dtype](const Loop& loop) { forward_kernel<F>(loop, dtype); });
+}
+
+template <template <typename> class F, bool kPromote, typename Op>
+Tensor& forward_(Tensor& self) {
+  const ScalarType dtype = forward_dtype<kPromote>(self);
+  if (!loops::is_floating(dtype)) {
+    return fallback<Op>(self);
+  }
+  run_unary(self, self, Mode::InPlace, dtype,
+            [dtype](const Loop& loop) { forward_kernel<F>(loop, dtype); });
+  return self;
+}
+
+template <template <typename> class F, bool kPromote, typename Op>
+Tensor& forward_out(const Tensor& self, Tensor& out) {
+  const ScalarType dtype = forward_dtype<kPromote>(self);
+  if (!loops::is_floating(dtype)) {
+    return fallback<Op>(self, out);
+  }
+  run_unary(self, out, Mode::Out, dtype,
+            [dtype](const Loop& loop) { forward_kernel<F>(loop, dtype); });
+  return out;
+}
+
+template <template <typename> class F, typename Op>
+Tensor backward(const Tensor& grad_output, const Tensor& x) {
+  const ScalarType dtype = loops::result_type(grad_output, x);
+  if (!loops::is_floating(dtype)) {
+    return fallback<Op>(grad_output, x);
+  }
+  return run_backward(grad_output, x, Tensor(), dtype,
+                      [dtype](const Loop& loop) { backward_kernel<F>(loop, dtype); });
+}
+
+template <template <typename> class F, typename Op>
+Tensor& backward_out(const Tensor& grad_output, const Tensor& x, Tensor& grad_input) {
+  const ScalarType dtype = loops::result_type(grad_output, x);
+  if (!loops::is_floating(dtype)) {
+    return fallback<Op>(grad_output, x, grad_input);
+  }
+  run_backward(grad_output, x, grad_input, dtype,
+               [dtype](const Loop& loop) { backward_kernel<F>(loop, dtype); });
+  return grad_input;
+}
+
+// gelu takes its approximation as a string.
+bool gelu_tanh(std::string_view approximate) {
+  return at::native::get_gelutype_enum(approximate) == at::native::GeluType::Tanh;
+}
+
+Tensor gelu(const Tensor& self, std::string_view approximate) {
+  const bool tanh = gelu_tanh(approximate);
+  const ScalarType dtype = self.scalar_type();
+  if (!loops::is_floating(dtype)) {
+    return fallback<ATEN_OP(gelu)>(self, approximate);
+  }
+  return run_unary(self, Tensor(), Mode::Functional, dtype,
+                   [&](const Loop& loop) { forward_kernel<Gelu>(loop, dtype, tanh); });
+}
+
+Tensor& gelu_(Tensor& self, std::string_view approximate) {
+  const bool tanh = gelu_tanh(approximate);
+  const ScalarType dtype = self.scalar_type();
+  if (!loops::is_floating(dtype)) {
+    return fallback<ATEN_OP(gelu_)>(self, approximate);
+  }
+  run_unary(self, self, Mode::InPlace, dtype,
+            [&](const Loop& loop) { forward_kernel<Gelu>(loop, dtype, tanh); });
+  return self;
+}
+
+Tensor& gelu_out(const Tensor& self, std::string_view approximate, Tensor& out) {
+  const bool tanh = gelu_tanh(approximate);
+  const ScalarType dtype = self.scalar_type();
+  if (!loops::is_floating(dtype)) {
+    return fallback<ATEN_OP(gelu_out)>(self, approximate, out);
+  }
+  run_unary(self, out, Mode::Out, dtype,
+            [&](const Loop& loop) { forward_kernel<Gelu>(loop, dtype, tanh); });
+  return out;
+}
+
+Tensor gelu_backward(const Tensor& grad_output, const Tensor& self, std::string_view approximate) {
+  const bool tanh = gelu_tanh(approximate);
+  const ScalarType dtype = loops::result_type(grad_output, self);
+  if (!loops::is_floating(dtype)) {
+    return fallback<ATEN_OP(gelu_backward)>(grad_output, self, approximate);
+  }
+  return run_backward(grad_output, self, Tensor(), dtype,
+                      [&](const Loop& loop) { backward_kernel<Gelu>(loop, dtype, tanh); });
+}
+
+Tensor& gelu_backward_out(const Tensor& grad_output, const Tensor& self,
+                          std::string_view approximate, Tensor& grad_input) {
+  const bool tanh = gelu_tanh(approximate);
+  const ScalarType dtype = loops::result_type(grad_output, self);
+  if (!loops::is_floating(dtype)) {
+    return fallback<ATEN_OP(gelu_backward_grad_input)>(grad_output, self, approximate, grad_input);
+  }
+  run_backward(grad_output, self, grad_input, dtype,
+               [&](const Loop& loop) { backward_kernel<Gelu>(loop, dtype, tanh); });
+  return grad_input;
+}
+
+}  // namespace
+
+// The functional, in-place and out= forms of an activation, and the
+// functional and grad_input= forms of its backward.
+#define OPENREG_ACTIVATION(m, name, F, kPromote)                                  \
+  OPENREG_IMPL(m, #name, (forward<F, kPromote, ATEN_OP(name)>));                  \
+  OPENREG_IMPL(m, #name "_", (forward_<F, kPromote, ATEN_OP(name##_)>));          \
+  OPENREG_IMPL(m, #name ".out", (forward_out<F, kPromote, ATEN_OP(name##_out)>)); \
+  OPENREG_IMPL(m, #name "_backward", (backward<F, ATEN_OP(name##_backward)>));    \
+  OPENREG_IMPL(m, #name "_backward.grad_input",                                   \
+               (backward_out<F, ATEN_OP(name##_backward_grad_input)>))
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  OPENREG_IMPL(m, "relu", relu);
+  OPENREG_IMPL(m, "relu_", relu_);
+  OPENREG_IMPL(m, "relu.out", relu_out);
+  OPENREG_IMPL(m, "threshold_backward", threshold_backward);
+  OPENREG_IMPL(m, "threshold_backward.grad_input", threshold_backward_out);
+
+  OPENREG_IMPL(m, "gelu", gelu);
+  OPENREG_IMPL(m, "gelu_", gelu_);
+  OPENREG_IMPL(m, "gelu.out", gelu_out);
+  OPENREG_IMPL(m, "gelu_backward", gelu_backward);
+  OPENREG_IMPL(m, "gelu_backward.grad_input", gelu_backward_out);
+
+  OPENREG_ACTIVATION(m, silu, Silu, false);
+  OPENREG_ACTIVATION(m, sigmoid, Sigmoid, true);
+  OPENREG_ACTIVATION(m, tanh, Tanh, true);
+}
+
+}  // namespace openreg

@@ -1,0 +1,535 @@
+#pragma once
+
+// Shared helpers for openreg's hand-written elementwise kernels
+// (csrc/aten/native/{Binary,Unary,Activation,Ternary,Foreach}.cpp).
+//
+// A kernel is written once as a functor over C++ values (`op(a, b)`), and run
+// by a `Loop` in one of two ways:
+//  - contiguous operands of one shape (the common case in training): a plain
+//    loop over the arrays, which the compiler vectorises, split over threads
+//    with at::parallel_for for big tensors. No TensorIterator is built.
+//  - anything else (broadcasting, strides, CPU scalars): an at::TensorIterator
+//    handles shapes and strides, and its for_each runs our row loops.
+// Kernels compute on device memory directly: Note [Device memory is host
+// memory] in aten/HostView.h.
+//
+// Note [Dtypes in openreg elementwise kernels]
+// TensorIterator inserts dtype casts only when the common device is CPU, so on
+// openreg every operand reaches the loop in its own dtype. `run_elementwise`
+// therefore expects inputs already converted to the dtype the kernel reads
+// (`to_dtype`, a native device copy) and computes into a temporary, then
+// copies, when the output has another dtype (out= of another dtype, or
+// in-place on a tensor of a wider dtype). 16-bit floats are computed in float
+// (at::opmath_type), as on CPU. A 0-dim CPU tensor operand ("CPU scalar") is
+// read once by the kernel and folded into the functor (`read_scalar`); its
+// data pointer is ordinary host memory. Inputs whose result dtype a kernel
+// does not compute (complex, ...) go to the CPU fallback (aten/Fallback.h).
+
+#include <ATen/MemoryOverlap.h>
+#include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/result_type.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <c10/core/DefaultDtype.h>
+#include <c10/core/DynamicCast.h>
+#include <c10/core/ScalarType.h>
+
+#include <initializer_list>
+#include <tuple>
+#include <utility>
+
+// ATEN_OP(add_Tensor) names an operator for openreg::fallback (aten/Fallback.h)
+// without <ATen/Operators.h>, which includes every operator's header.
+#ifndef ATEN_OP
+#define ATEN_OP(op_name) at::_ops::op_name
+#endif
+
+namespace openreg::loops {
+
+using c10::ScalarType;
+
+// --- dtypes ------------------------------------------------------------------
+
+template <typename T>
+struct Tag {
+  using type = T;
+};
+
+// The C++ type of a `Tag` passed to a dispatch lambda: `using T = TYPE_OF(tag);`
+#define OPENREG_TYPE_OF(tag) typename std::decay_t<decltype(tag)>::type
+
+template <typename T>
+using opmath_t = at::opmath_type<T>;
+
+inline bool is_floating(ScalarType t) {
+  return t == ScalarType::Float || t == ScalarType::Double || t == ScalarType::Half ||
+         t == ScalarType::BFloat16;
+}
+
+inline bool is_integral(ScalarType t, bool include_bool) {
+  switch (t) {
+    case ScalarType::Byte:
+    case ScalarType::Char:
+    case ScalarType::Short:
+    case ScalarType::Int:
+    case ScalarType::Long:
+      return true;
+    case ScalarType::Bool:
+      return include_bool;
+    default:
+      return false;
+  }
+}
+
+// Every dtype an openreg elementwise kernel may compute in.
+inline bool is_native(ScalarType t) {
+  return is_floating(t) || is_integral(t, /*include_bool=*/true);
+}
+
+// Note [Narrow integers]
+// uint8, int8 and int16 are computed in int64 and narrowed when the result is
+// written (`compute_dtype`, run_elementwise): the results are the same, since
+// integer arithmetic wraps modulo 2^n either way, and no loop is compiled for
+// three more dtypes. dispatch_integral runs the int64 loop for them, callers
+// convert inputs with to_compute(t, dtype) and Scalar arguments with
+// scalar_to<T>(s, dtype); Loop::run checks that element sizes match.
+inline ScalarType compute_dtype(ScalarType t) {
+  const bool narrow = t == ScalarType::Byte || t == ScalarType::Char || t == ScalarType::Short;
+  return narrow ? ScalarType::Long : t;
+}
+
+// Calls f(Tag<T>{}) for the C++ type T of `t`; `t` must be one of the dtypes
+// named by the function.
+template <typename F>
+void dispatch_floating(ScalarType t, F&& f) {
+  switch (t) {
+    case ScalarType::Float:
+      return f(Tag<float>{});
+    case ScalarType::Double:
+      return f(Tag<double>{});
+    case ScalarType::Half:
+      return f(Tag<c10::Half>{});
+    case ScalarType::BFloat16:
+      return f(Tag<c10::BFloat16>{});
+    default:
+      TORCH_INTERNAL_ASSERT(false, "openreg: no floating kernel for ", t);
+  }
+}
+
+// Integral dtypes; narrow ones run the int64 loop (Note [Narrow integers]).
+template <typename F>
+void dispatch_integral(ScalarType t, F&& f) {
+  switch (t) {
+    case ScalarType::Byte:
+    case ScalarType::Char:
+    case ScalarType::Short:
+      return f(Tag<int64_t>{});
+    case ScalarType::Int:
+      return f(Tag<int32_t>{});
+    case ScalarType::Long:
+      return f(Tag<int64_t>{});
+    default:
+      TORCH_INTERNAL_ASSERT(false, "openreg: no integral kernel for ", t);
+  }
+}
+
+// Floating, integral and bool.
+template <typename F>
+void dispatch_all(ScalarType t, F&& f) {
+  if (t == ScalarType::Bool) {
+    return f(Tag<bool>{});
+  }
+  if (is_floating(t)) {
+    return dispatch_floating(t, std::forward<F>(f));
+  }
+  return dispatch_integral(t, std::forward<F>(f));
+}
+
+// Floating and integral, without bool.
+template <typename F>
+void dispatch_numeric(ScalarType t, F&& f) {
+  if (is_floating(t)) {
+    return dispatch_floating(t, std::forward<F>(f));
+  }
+  return dispatch_integral(t, std::forward<F>(f));
+}
+
+// --- scalars and conversions ---------------------------------------------------
+
+// A 0-dim CPU tensor mixed with openreg tensors (a Python number, or a
+// tensor like torch.tensor(2.0)).
+inline bool is_cpu_scalar(const at::Tensor& t) {
+  return t.defined() && t.dim() == 0 && t.device().is_cpu();
+}
+
+// The value of a CPU scalar converted to T.
+template <typename T>
+T read_scalar(const at::Tensor& t) {
+  return c10::fetch_and_cast<T>(t.scalar_type(), t.const_data_ptr());
+}
+
+// `t` in `dtype`: itself if it already is, else a copy (native on openreg).
+inline at::Tensor to_dtype(const at::Tensor& t, ScalarType dtype) {
+  return t.scalar_type() == dtype ? t : t.to(dtype);
+}
+
+// An input of an operator whose common dtype is `dtype`, in the dtype its
+// kernel reads: compute_dtype(dtype). A narrow integer operand goes through
+// `dtype` first, so that a scalar out of its range wraps as on CPU.
+inline at::Tensor to_compute(const at::Tensor& t, ScalarType dtype) {
+  const ScalarType compute = compute_dtype(dtype);
+  if (compute != dtype && t.scalar_type() != dtype) {
+    return to_dtype(t.to(dtype), compute);
+  }
+  return to_dtype(t, compute);
+}
+
+// A Scalar argument (alpha, a bound, an exponent) of an operator computing in
+// `dtype`, as the C++ type T of its kernel: converted (checked, like the CPU
+// kernels' Scalar::to) to dtype's own type first, then to T.
+template <typename T>
+T scalar_to(const c10::Scalar& s, ScalarType dtype) {
+  switch (dtype) {
+    case ScalarType::Byte:
+      return static_cast<T>(s.to<uint8_t>());
+    case ScalarType::Char:
+      return static_cast<T>(s.to<int8_t>());
+    case ScalarType::Short:
+      return static_cast<T>(s.to<int16_t>());
+    default:
+      return s.to<T>();
+  }
+}
+
+inline bool on_openreg(const at::Tensor& t) {
+  return t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+// A scalar operand: a CPU scalar tensor or a c10::Scalar argument. `to<T>()`
+// converts like a copy would (no overflow check), as the CPU kernels see a
+// wrapped scalar after TensorIterator's cast.
+class ScalarArg {
+ public:
+  explicit ScalarArg(const at::Tensor& t) : dtype_(t.scalar_type()), tensor_(t.const_data_ptr()) {}
+
+  explicit ScalarArg(const c10::Scalar& s) {
+    if (s.isBoolean()) {
+      dtype_ = ScalarType::Bool;
+      b_ = s.toBool();
+    } else if (s.isIntegral(/*includeBool=*/false)) {
+      dtype_ = ScalarType::Long;
+      i_ = s.toLong();
+    } else {
+      TORCH_INTERNAL_ASSERT(s.isFloatingPoint(), "openreg: complex scalar in a real kernel");
+      dtype_ = ScalarType::Double;
+      d_ = s.toDouble();
+    }
+  }
+
+  template <typename T>
+  T to() const {
+    const void* p = tensor_;
+    if (p == nullptr) {
+      p = dtype_ == ScalarType::Bool   ? static_cast<const void*>(&b_)
+          : dtype_ == ScalarType::Long ? static_cast<const void*>(&i_)
+                                       : static_cast<const void*>(&d_);
+    }
+    return c10::fetch_and_cast<T>(dtype_, p);
+  }
+
+ private:
+  ScalarType dtype_ = ScalarType::Undefined;
+  const void* tensor_ = nullptr;
+  double d_ = 0;
+  int64_t i_ = 0;
+  bool b_ = false;
+};
+
+// A Python number as a CPU scalar tensor (a "wrapped number", which type
+// promotion treats as weakly typed), for kernels that take scalars as tensors.
+inline at::Tensor wrapped_scalar(const c10::Scalar& s) {
+  at::Tensor t = at::scalar_tensor(s, at::TensorOptions().dtype(s.type()));
+  t.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return t;
+}
+
+// at::result_type, without the dispatcher call in the common cases.
+inline ScalarType result_type(const at::Tensor& a, const at::Tensor& b) {
+  return a.scalar_type() == b.scalar_type() ? a.scalar_type() : at::result_type(a, b);
+}
+
+inline ScalarType result_type(const at::Tensor& a, const c10::Scalar& s) {
+  const ScalarType t = a.scalar_type();
+  const bool keeps_dtype = (is_floating(t) && !s.isComplex()) ||
+                           (is_integral(t, false) && (s.isIntegral(false) || s.isBoolean())) ||
+                           (t == ScalarType::Bool && s.isBoolean());
+  return keeps_dtype ? t : at::result_type(a, s);
+}
+
+// Integer inputs of "float" operators (div, exp, sigmoid, ...) compute in the
+// default dtype.
+inline ScalarType promote_to_float(ScalarType t) {
+  return c10::isIntegralType(t, /*includeBool=*/true) ? c10::get_default_dtype_as_scalartype() : t;
+}
+
+// --- row loops ---------------------------------------------------------------
+
+namespace detail {
+
+template <typename T>
+C10_ALWAYS_INLINE T load(const char* p) {
+  return *reinterpret_cast<const T*>(p);
+}
+
+// out[i] = op(in[i]...) over n contiguous elements: the loop the compiler
+// vectorises.
+template <typename out_t, typename... in_t, typename Op, size_t... I>
+C10_ALWAYS_INLINE void contiguous_row(char* const* data, int64_t n, const Op& op,
+                                      std::index_sequence<I...>) {
+  out_t* out = reinterpret_cast<out_t*>(data[0]);
+  const std::tuple<const in_t*...> in(reinterpret_cast<const in_t*>(data[I + 1])...);
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = op(std::get<I>(in)[i]...);
+  }
+}
+
+template <typename out_t, typename... in_t, typename Op, size_t... I>
+C10_ALWAYS_INLINE void strided_row(char* const* data, const int64_t* strides, int64_t n,
+                                   const Op& op, std::index_sequence<I...>) {
+  for (int64_t i = 0; i < n; ++i) {
+    *reinterpret_cast<out_t*>(data[0] + i * strides[0]) =
+        op(load<in_t>(data[I + 1] + i * strides[I + 1])...);
+  }
+}
+
+template <typename out_t, typename... in_t, size_t... I>
+C10_ALWAYS_INLINE bool is_contiguous_row(const int64_t* strides, std::index_sequence<I...>) {
+  return strides[0] == static_cast<int64_t>(sizeof(out_t)) &&
+         ((strides[I + 1] == static_cast<int64_t>(sizeof(in_t))) && ...);
+}
+
+// One row of n elements with byte strides `strides` (operand 0 is the
+// output). Not inlined: the contiguous and the TensorIterator paths share it.
+template <typename out_t, typename... in_t, typename Op>
+C10_NOINLINE void row(char* const* data, const int64_t* strides, int64_t n, const Op& op) {
+  using Seq = std::index_sequence_for<in_t...>;
+  if (is_contiguous_row<out_t, in_t...>(strides, Seq{})) {
+    contiguous_row<out_t, in_t...>(data, n, op, Seq{});
+  } else {
+    strided_row<out_t, in_t...>(data, strides, n, op, Seq{});
+  }
+}
+
+}  // namespace detail
+
+// Calls chunk(begin, end) over [0, n): inline below the grain size, else
+// split over threads. Not a template, so it is compiled once.
+inline void parallel_chunks(int64_t n, c10::function_ref<void(int64_t, int64_t)> chunk) {
+  if (n < at::internal::GRAIN_SIZE) {
+    chunk(0, n);
+  } else {
+    at::parallel_for(0, n, at::internal::GRAIN_SIZE, chunk);
+  }
+}
+
+// Runs `op` over every element of a built iterator whose operand 0 has C++
+// type out_t and whose inputs have types in_t... (in order).
+template <typename out_t, typename... in_t, typename Op>
+void iterate(at::TensorIteratorBase& iter, const Op& op) {
+  constexpr int kTensors = 1 + sizeof...(in_t);
+  TORCH_INTERNAL_ASSERT(iter.ntensors() == kTensors);
+  iter.for_each([&op](char** data, const int64_t* strides, int64_t size0, int64_t size1) {
+    char* ptrs[kTensors];
+    for (int k = 0; k < kTensors; ++k) {
+      ptrs[k] = data[k];
+    }
+    const int64_t* outer = strides + kTensors;
+    for (int64_t j = 0; j < size1; ++j) {
+      if (j > 0) {
+        for (int k = 0; k < kTensors; ++k) {
+          ptrs[k] += outer[k];
+        }
+      }
+      detail::row<out_t, in_t...>(ptrs, strides, size0, op);
+    }
+  });
+}
+
+// Runs `op` over n contiguous elements: out[i] = op(in[i]...), where base[0]
+// is the output and base[1...] the inputs.
+template <typename out_t, typename... in_t, typename Op>
+void apply_contiguous(int64_t n, const Op& op, char* const* base) {
+  constexpr int kTensors = 1 + sizeof...(in_t);
+  const int64_t sizes[kTensors] = {static_cast<int64_t>(sizeof(out_t)),
+                                   static_cast<int64_t>(sizeof(in_t))...};
+  parallel_chunks(n, [&](int64_t begin, int64_t end) {
+    char* data[kTensors];
+    for (int k = 0; k < kTensors; ++k) {
+      data[k] = base[k] + begin * sizes[k];
+    }
+    detail::row<out_t, in_t...>(data, sizes, end - begin, op);
+  });
+}
+
+// Where a kernel's loop runs: contiguous arrays or a TensorIterator. Kernels
+// call `loop.run<out_t, in_t...>(op)` and need not know which.
+class Loop {
+ public:
+  explicit Loop(at::TensorIteratorBase& iter) : iter_(&iter), ntensors_(iter.ntensors()) {
+    TORCH_INTERNAL_ASSERT(ntensors_ <= kMaxTensors);
+    for (int k = 0; k < ntensors_; ++k) {
+      itemsize_[k] = iter.element_size(k);
+    }
+  }
+
+  Loop(int64_t n, const at::Tensor& out, std::initializer_list<at::Tensor> inputs)
+      : n_(n), ntensors_(1 + static_cast<int>(inputs.size())) {
+    TORCH_INTERNAL_ASSERT(ntensors_ <= kMaxTensors);
+    data_[0] = static_cast<char*>(out.data_ptr());
+    itemsize_[0] = out.element_size();
+    int k = 1;
+    for (const at::Tensor& t : inputs) {
+      itemsize_[k] = t.element_size();
+      data_[k++] = const_cast<char*>(static_cast<const char*>(t.const_data_ptr()));
+    }
+  }
+
+  template <typename out_t, typename... in_t, typename Op>
+  void run(const Op& op) const {
+    TORCH_INTERNAL_ASSERT(ntensors_ == 1 + static_cast<int>(sizeof...(in_t)));
+    const int64_t sizes[] = {static_cast<int64_t>(sizeof(out_t)),
+                             static_cast<int64_t>(sizeof(in_t))...};
+    for (int k = 0; k < ntensors_; ++k) {
+      TORCH_INTERNAL_ASSERT(sizes[k] == itemsize_[k], "openreg: operand ", k, " has ", itemsize_[k],
+                            "-byte elements, the kernel reads ", sizes[k]);
+    }
+    if (iter_ != nullptr) {
+      iterate<out_t, in_t...>(*iter_, op);
+    } else {
+      apply_contiguous<out_t, in_t...>(n_, op, data_);
+    }
+  }
+
+ private:
+  static constexpr int kMaxTensors = 4;
+  at::TensorIteratorBase* iter_ = nullptr;
+  int64_t n_ = 0;
+  int ntensors_ = 0;
+  char* data_[kMaxTensors] = {};
+  int64_t itemsize_[kMaxTensors] = {};
+};
+
+// --- running an elementwise kernel ---------------------------------------------
+
+enum class Mode { Functional, InPlace, Out };
+
+inline void check_can_cast(ScalarType result, const at::Tensor& out) {
+  TORCH_CHECK(c10::canCast(result, out.scalar_type()), "result type ", result,
+              " can't be cast to the desired output type ", out.scalar_type());
+}
+
+namespace detail {
+
+// Resizes an out= tensor to the shape of `like` with ATen's out= rules (the
+// deprecation warning for non-empty outputs, the overlap checks): building a
+// TensorIterator does exactly that, and avoids ATen/native/Resize.h, which
+// costs seconds of compile time in every file that includes it.
+inline void resize_output_like(const at::Tensor& out, const at::Tensor& like) {
+  at::TensorIteratorConfig()
+      .check_all_same_dtype(false)
+      .add_output(out)
+      .add_const_input(like)
+      .build();
+}
+
+inline bool fast_path_ok(const at::Tensor& out, std::initializer_list<at::Tensor> inputs) {
+  const at::Tensor& first = *inputs.begin();
+  if (!on_openreg(first) || !first.is_contiguous()) {
+    return false;
+  }
+  for (const at::Tensor& t : inputs) {
+    if (t.device() != first.device() || !t.sizes().equals(first.sizes()) || !t.is_contiguous()) {
+      return false;
+    }
+  }
+  if (out.defined()) {
+    if (out.device() != first.device() || !out.sizes().equals(first.sizes()) ||
+        !out.is_contiguous()) {
+      return false;
+    }
+    for (const at::Tensor& t : inputs) {
+      at::assert_no_partial_overlap(out, t);
+    }
+  }
+  return true;
+}
+
+}  // namespace detail
+
+// Runs an elementwise kernel with TensorIterator semantics (broadcasting,
+// out= resizing, overlap checks, in-place shape rules) and returns the result.
+//   out:      undefined (Mode::Functional), self (Mode::InPlace) or out=
+//   result:   the operator's result dtype
+//   written:  the dtype the kernel writes (result, or a wider compute dtype);
+//             an output of another dtype gets a copy
+//   inputs:   tensors in the dtypes the kernel reads (Note [Dtypes in openreg
+//             elementwise kernels])
+//   kernel:   kernel(loop) runs loop.run<out_t, in_t...>(op)
+// Not a template: compiled once, whatever the kernel.
+C10_NOINLINE inline at::Tensor run_elementwise(const at::Tensor& out, Mode mode, ScalarType result,
+                                               ScalarType written,
+                                               std::initializer_list<at::Tensor> inputs,
+                                               c10::function_ref<void(const Loop&)> kernel) {
+  if (out.defined() && out.scalar_type() != written) {
+    check_can_cast(result, out);
+    at::Tensor tmp =
+        run_elementwise(at::Tensor(), Mode::Functional, written, written, inputs, kernel);
+    if (mode == Mode::InPlace) {
+      TORCH_CHECK(tmp.sizes().equals(out.sizes()), "output with shape ", out.sizes(),
+                  " doesn't match the broadcast shape ", tmp.sizes());
+    } else {
+      detail::resize_output_like(out, tmp);
+    }
+    out.copy_(tmp);
+    return out;
+  }
+  if (!out.defined() && written != result) {
+    return run_elementwise(at::Tensor(), Mode::Functional, written, written, inputs, kernel)
+        .to(result);
+  }
+  if (detail::fast_path_ok(out, inputs)) {
+    const at::Tensor& first = *inputs.begin();
+    at::Tensor result_tensor =
+        out.defined() ? out : at::empty(first.sizes(), first.options().dtype(written));
+    kernel(Loop(first.numel(), result_tensor, inputs));
+    return result_tensor;
+  }
+  at::TensorIteratorConfig config;
+  config.set_check_mem_overlap(true)
+      .allow_cpu_scalars(true)
+      .check_all_same_dtype(false)
+      .resize_outputs(mode != Mode::InPlace);
+  if (!out.defined()) {
+    config.declare_static_dtype(written);
+  }
+  config.add_output(out);
+  for (const at::Tensor& t : inputs) {
+    config.add_const_input(t);
+  }
+  at::TensorIterator iter = config.build();
+  kernel(Loop(iter));
+  return iter.output();
+}
+
+// The common case: the kernel writes compute_dtype(result) (Note [Narrow
+// integers]).
+inline at::Tensor run_elementwise(const at::Tensor& out, Mode mode, ScalarType result,
+                                  std::initializer_list<at::Tensor> inputs,
+                                  c10::function_ref<void(const Loop&)> kernel) {
+  return run_elementwise(out, mode, result, compute_dtype(result), inputs, kernel);
+}
+
+}  // namespace openreg::loops
