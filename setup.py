@@ -28,6 +28,8 @@ def _flags() -> tuple[list[str], list[str]]:
         # torch's CachingHostAllocator.h trips this one; our code does not.
         "-Wno-interference-size",
         "-fvisibility=hidden",
+        # No debug info in normal builds: it doubles compile time (the sanitizer build adds -g).
+        "-g0",
     ]
     ldflags: list[str] = []
     if os.environ.get("OPENREG_SANITIZE") == "1":
