@@ -36,9 +36,11 @@ fi
 
 # Incremental (ninja) build of openreg_lab._C against the installed torch.
 log="$VENV/build.log"
+start=$(date +%s)
 if ! "$PY" setup.py -q build_ext --inplace >"$log" 2>&1; then
   cat "$log" >&2
   echo "setup: building the C++ extension failed (log above, also in $log)" >&2
   exit 1
 fi
+echo "setup: openreg_lab._C is up to date (build step took $(( $(date +%s) - start )) s)"
 "$PY" -c "import openreg_lab" || { echo "setup: openreg_lab does not import after the build" >&2; exit 1; }
