@@ -214,8 +214,15 @@ void div_kernel(const Loop& loop, const ScalarArg* other, ScalarType dtype, Roun
         loop.run<T, T>([s](T x) { return static_cast<T>(static_cast<acc>(x) / s); });
       }
     } else if (other == nullptr) {
-      loop.run<T, T, T>(
-          [rounding](T x, T y) { return static_cast<T>(float_div<acc>(x, y, rounding)); });
+      // Between two tensors, ATen's CPU kernel works in T itself: the
+      // quotient is rounded to T before trunc, and floor division does each
+      // step in T (16-bit types round at every step).
+      loop.run<T, T, T>([rounding](T x, T y) {
+        if (rounding == Rounding::Trunc) {
+          return static_cast<T>(std::trunc(static_cast<acc>(static_cast<T>(x / y))));
+        }
+        return static_cast<T>(c10::div_floor_floating(x, y));
+      });
     } else {
       const acc s = other->to<acc>();
       loop.run<T, T>([s, rounding](T x) { return static_cast<T>(float_div<acc>(x, s, rounding)); });

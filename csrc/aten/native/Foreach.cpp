@@ -31,11 +31,11 @@
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/addcdiv_ops.h>
 #include <ATen/ops/addcmul_ops.h>
-#include <ATen/ops/clamp_max_ops.h>
-#include <ATen/ops/clamp_min_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/lerp_ops.h>
+#include <ATen/ops/maximum_ops.h>
+#include <ATen/ops/minimum_ops.h>
 #include <ATen/ops/mul_ops.h>
 #include <ATen/ops/neg_ops.h>
 #include <ATen/ops/sqrt_ops.h>
@@ -44,6 +44,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 namespace openreg {
@@ -343,24 +344,34 @@ std::vector<Tensor> foreach_list_no_alpha(TensorList self, TensorList other) {
 }
 
 // --- maximum, minimum ---------------------------------------------------------------------
-// ATen's foreach maximum/minimum are clamp_min/clamp_max with a tensor bound:
-// a NaN in self stays, a NaN bound is ignored.
+// ATen's foreach maximum/minimum are clamp_min/clamp_max with a tensor bound,
+// which propagate NaN like maximum/minimum: the per-tensor path uses those.
+
+template <bool kMax>
+void minmax_kernel(const Loop& loop, auto tag) {
+  using T = OPENREG_TYPE_OF(tag);
+  loop.run<T, T, T>([](T x, T y) {
+    if (x != x || y != y) {
+      return std::numeric_limits<T>::quiet_NaN();
+    }
+    return (kMax ? x < y : y < x) ? y : x;
+  });
+}
 
 template <bool kMax>
 void foreach_minmax_(TensorList self, TensorList other) {
   check_lists(self, other);
   for (size_t i = 0; i < self.size(); ++i) {
     if (fast_tuple(self[i], {other[i]})) {
-      run_tuple(self[i], {self[i], other[i]}, [&](const Loop& loop, auto tag) {
-        using T = OPENREG_TYPE_OF(tag);
-        loop.run<T, T, T>([](T x, T y) { return (kMax ? x < y : y < x) ? y : x; });
-      });
-    } else if (kMax) {
-      Tensor t = self[i];
-      at::_ops::clamp_min__Tensor::call(t, other[i]);
+      run_tuple(self[i], {self[i], other[i]},
+                [](const Loop& loop, auto tag) { minmax_kernel<kMax>(loop, tag); });
     } else {
       Tensor t = self[i];
-      at::_ops::clamp_max__Tensor::call(t, other[i]);
+      if (kMax) {
+        at::_ops::maximum_out::call(t, other[i], t);
+      } else {
+        at::_ops::minimum_out::call(t, other[i], t);
+      }
     }
   }
 }
@@ -373,14 +384,12 @@ std::vector<Tensor> foreach_minmax(TensorList self, TensorList other) {
   for (size_t i = 0; i < self.size(); ++i) {
     if (fast_tuple(self[i], {other[i]})) {
       Tensor out = fresh_like(self[i]);
-      run_tuple(out, {self[i], other[i]}, [&](const Loop& loop, auto tag) {
-        using T = OPENREG_TYPE_OF(tag);
-        loop.run<T, T, T>([](T x, T y) { return (kMax ? x < y : y < x) ? y : x; });
-      });
+      run_tuple(out, {self[i], other[i]},
+                [](const Loop& loop, auto tag) { minmax_kernel<kMax>(loop, tag); });
       result.push_back(out);
     } else {
-      result.push_back(kMax ? at::_ops::clamp_min_Tensor::call(self[i], other[i])
-                            : at::_ops::clamp_max_Tensor::call(self[i], other[i]));
+      result.push_back(kMax ? at::_ops::maximum::call(self[i], other[i])
+                            : at::_ops::minimum::call(self[i], other[i]));
     }
   }
   return result;

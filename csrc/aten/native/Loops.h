@@ -312,9 +312,9 @@ C10_ALWAYS_INLINE bool is_contiguous_row(const int64_t* strides, std::index_sequ
 }
 
 // One row of n elements with byte strides `strides` (operand 0 is the
-// output). Not inlined: the contiguous and the TensorIterator paths share it.
+// output).
 template <typename out_t, typename... in_t, typename Op>
-C10_NOINLINE void row(char* const* data, const int64_t* strides, int64_t n, const Op& op) {
+C10_ALWAYS_INLINE void row(char* const* data, const int64_t* strides, int64_t n, const Op& op) {
   using Seq = std::index_sequence_for<in_t...>;
   if (is_contiguous_row<out_t, in_t...>(strides, Seq{})) {
     contiguous_row<out_t, in_t...>(data, n, op, Seq{});
@@ -335,42 +335,49 @@ inline void parallel_chunks(int64_t n, c10::function_ref<void(int64_t, int64_t)>
   }
 }
 
-// Runs `op` over every element of a built iterator whose operand 0 has C++
-// type out_t and whose inputs have types in_t... (in order).
-template <typename out_t, typename... in_t, typename Op>
-void iterate(at::TensorIteratorBase& iter, const Op& op) {
-  constexpr int kTensors = 1 + sizeof...(in_t);
-  TORCH_INTERNAL_ASSERT(iter.ntensors() == kTensors);
-  iter.for_each([&op](char** data, const int64_t* strides, int64_t size0, int64_t size1) {
-    char* ptrs[kTensors];
-    for (int k = 0; k < kTensors; ++k) {
+// A row loop with its functor type erased: the only code compiled per
+// kernel. The 2-d iteration and the threading around it (below) are
+// compiled once per file, whatever the kernel.
+using RowFn = void (*)(char* const* data, const int64_t* strides, int64_t n, const void* op);
+
+// Output and inputs of one kernel, at most.
+constexpr int kMaxOperands = 4;
+
+template <typename Op, typename out_t, typename... in_t>
+void row_fn(char* const* data, const int64_t* strides, int64_t n, const void* op) {
+  detail::row<out_t, in_t...>(data, strides, n, *static_cast<const Op*>(op));
+}
+
+// Runs a row function over every element of a built iterator.
+inline void iterate(at::TensorIteratorBase& iter, RowFn fn, const void* op) {
+  const int ntensors = iter.ntensors();
+  iter.for_each([=](char** data, const int64_t* strides, int64_t size0, int64_t size1) {
+    char* ptrs[kMaxOperands];
+    for (int k = 0; k < ntensors; ++k) {
       ptrs[k] = data[k];
     }
-    const int64_t* outer = strides + kTensors;
+    const int64_t* outer = strides + ntensors;
     for (int64_t j = 0; j < size1; ++j) {
       if (j > 0) {
-        for (int k = 0; k < kTensors; ++k) {
+        for (int k = 0; k < ntensors; ++k) {
           ptrs[k] += outer[k];
         }
       }
-      detail::row<out_t, in_t...>(ptrs, strides, size0, op);
+      fn(ptrs, strides, size0, op);
     }
   });
 }
 
-// Runs `op` over n contiguous elements: out[i] = op(in[i]...), where base[0]
-// is the output and base[1...] the inputs.
-template <typename out_t, typename... in_t, typename Op>
-void apply_contiguous(int64_t n, const Op& op, char* const* base) {
-  constexpr int kTensors = 1 + sizeof...(in_t);
-  const int64_t sizes[kTensors] = {static_cast<int64_t>(sizeof(out_t)),
-                                   static_cast<int64_t>(sizeof(in_t))...};
-  parallel_chunks(n, [&](int64_t begin, int64_t end) {
-    char* data[kTensors];
-    for (int k = 0; k < kTensors; ++k) {
+// Runs a row function over n contiguous elements; base[k] is operand k's
+// data and sizes[k] its element size.
+inline void apply_contiguous(int64_t n, int ntensors, char* const* base, const int64_t* sizes,
+                             RowFn fn, const void* op) {
+  parallel_chunks(n, [=](int64_t begin, int64_t end) {
+    char* data[kMaxOperands];
+    for (int k = 0; k < ntensors; ++k) {
       data[k] = base[k] + begin * sizes[k];
     }
-    detail::row<out_t, in_t...>(data, sizes, end - begin, op);
+    fn(data, sizes, end - begin, op);
   });
 }
 
@@ -399,22 +406,27 @@ class Loop {
 
   template <typename out_t, typename... in_t, typename Op>
   void run(const Op& op) const {
-    TORCH_INTERNAL_ASSERT(ntensors_ == 1 + static_cast<int>(sizeof...(in_t)));
     const int64_t sizes[] = {static_cast<int64_t>(sizeof(out_t)),
                              static_cast<int64_t>(sizeof(in_t))...};
+    run_rows(&row_fn<Op, out_t, in_t...>, &op, sizes, 1 + static_cast<int>(sizeof...(in_t)));
+  }
+
+ private:
+  // The part of run() that does not depend on the kernel: compiled once.
+  C10_NOINLINE void run_rows(RowFn fn, const void* op, const int64_t* sizes, int ntensors) const {
+    TORCH_INTERNAL_ASSERT(ntensors == ntensors_);
     for (int k = 0; k < ntensors_; ++k) {
       TORCH_INTERNAL_ASSERT(sizes[k] == itemsize_[k], "openreg: operand ", k, " has ", itemsize_[k],
                             "-byte elements, the kernel reads ", sizes[k]);
     }
     if (iter_ != nullptr) {
-      iterate<out_t, in_t...>(*iter_, op);
+      iterate(*iter_, fn, op);
     } else {
-      apply_contiguous<out_t, in_t...>(n_, op, data_);
+      apply_contiguous(n_, ntensors_, data_, sizes, fn, op);
     }
   }
 
- private:
-  static constexpr int kMaxTensors = 4;
+  static constexpr int kMaxTensors = kMaxOperands;
   at::TensorIteratorBase* iter_ = nullptr;
   int64_t n_ = 0;
   int ntensors_ = 0;

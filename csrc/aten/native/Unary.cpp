@@ -157,7 +157,11 @@ void keep_kernel(const Loop& loop, ScalarType dtype) {
       if constexpr (kOp == Keep::Neg) {
         return static_cast<T>(-a);
       } else if constexpr (kOp == Keep::Abs) {
-        return static_cast<T>(a < zero ? -a : a);
+        if constexpr (std::is_floating_point_v<acc>) {
+          return static_cast<T>(std::abs(a));  // |-0.0| is +0.0
+        } else {
+          return static_cast<T>(a < zero ? -a : a);
+        }
       } else {
         return static_cast<T>((zero < a) - (a < zero));  // 0 for NaN, as on CPU
       }
