@@ -229,8 +229,10 @@ C10_ALWAYS_INLINE A lane_reduce(int64_t n, A init, const F& f, const Op& op) {
   for (; j < n; ++j) {
     acc[0] = op(acc[0], f(j));
   }
-  for (int64_t k = 1; k < kLanes; ++k) {
-    acc[0] = op(acc[0], acc[k]);
+  for (int64_t width = kLanes / 2; width > 0; width /= 2) {  // a tree: log2(kLanes) steps
+    for (int64_t k = 0; k < width; ++k) {
+      acc[k] = op(acc[k], acc[k + width]);
+    }
   }
   return acc[0];
 }
@@ -252,8 +254,10 @@ C10_ALWAYS_INLINE float row_max(const float* x, int64_t n) {
   for (; j < n; ++j) {
     acc[0] = std::max(acc[0], order_key(x[j]));
   }
-  for (int64_t k = 1; k < kLanes; ++k) {
-    acc[0] = std::max(acc[0], acc[k]);
+  for (int64_t width = kLanes / 2; width > 0; width /= 2) {
+    for (int64_t k = 0; k < width; ++k) {
+      acc[k] = std::max(acc[k], acc[k + width]);
+    }
   }
   return from_order_key(acc[0]);
 }
@@ -296,30 +300,49 @@ class Scratch {
 
 // --- forward ---------------------------------------------------------------
 
+// out[j] = exp(x[j] - shift) for j in [0, n), kLanes at a time, the last
+// block padded so that the tail is vectorized too. out may be x.
+C10_ALWAYS_INLINE void exp_shifted(const float* x, float shift, float* out, int64_t n) {
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int64_t k = 0; k < kLanes; ++k) {
+      out[j + k] = vexp(x[j + k] - shift);
+    }
+  }
+  if (j < n) {
+    float tail[kLanes] = {};
+    std::memcpy(tail, x + j, (n - j) * sizeof(float));
+    for (int64_t k = 0; k < kLanes; ++k) {
+      tail[k] = vexp(tail[k] - shift);
+    }
+    std::memcpy(out + j, tail, (n - j) * sizeof(float));
+  }
+}
+
+C10_ALWAYS_INLINE void exp_shifted(const double* x, double shift, double* out, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    out[j] = vexp(x[j] - shift);
+  }
+}
+
 // Rows of n >= 1 elements, a block of kRows at a time so that the per-row
 // log (or reciprocal) is one vectorized loop over the block. `out` may be
-// `in`.
+// `in`; `scratch` holds n elements.
 constexpr int64_t kRows = 16;
 
 template <typename A, bool Log>
-C10_ALWAYS_INLINE void forward_rows(const A* in, A* out, int64_t rows, int64_t n) {
+C10_ALWAYS_INLINE void forward_rows(const A* in, A* out, A* scratch, int64_t rows, int64_t n) {
   A max[kRows];
   A sum[kRows];
   for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
     const int64_t count = std::min(kRows, rows - r0);
     for (int64_t r = 0; r < count; ++r) {
       const A* x = in + (r0 + r) * n;
-      A* y = out + (r0 + r) * n;
+      A* e = Log ? scratch : out + (r0 + r) * n;  // log-softmax still needs x
       const A m = row_max(x, n);
       max[r] = m;
-      if constexpr (Log) {
-        sum[r] = row_sum<A>(n, [&](int64_t j) { return vexp(x[j] - m); });
-      } else {
-        for (int64_t j = 0; j < n; ++j) {
-          y[j] = vexp(x[j] - m);
-        }
-        sum[r] = row_sum<A>(n, [&](int64_t j) { return y[j]; });
-      }
+      exp_shifted(x, m, e, n);
+      sum[r] = row_sum<A>(n, [&](int64_t j) { return e[j]; });
     }
     for (int64_t r = 0; r < count; ++r) {
       sum[r] = Log ? vlog(sum[r]) : A(1) / sum[r];
@@ -340,12 +363,12 @@ C10_ALWAYS_INLINE void forward_rows(const A* in, A* out, int64_t rows, int64_t n
   }
 }
 
-OPENREG_SIMD_CLONES void forward_rows_f32(const float* in, float* out, int64_t rows, int64_t n,
-                                          bool log) {
+OPENREG_SIMD_CLONES void forward_rows_f32(const float* in, float* out, float* scratch, int64_t rows,
+                                          int64_t n, bool log) {
   if (log) {
-    forward_rows<float, true>(in, out, rows, n);
+    forward_rows<float, true>(in, out, scratch, rows, n);
   } else {
-    forward_rows<float, false>(in, out, rows, n);
+    forward_rows<float, false>(in, out, scratch, rows, n);
   }
 }
 
@@ -353,16 +376,19 @@ OPENREG_SIMD_CLONES void forward_rows_f32(const float* in, float* out, int64_t r
 template <typename T, bool Log>
 void forward_rows_any(const T* in, T* out, int64_t begin, int64_t end, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
-    forward_rows_f32(in + begin * n, out + begin * n, end - begin, n, Log);
+    Scratch<float> scratch(n);
+    forward_rows_f32(in + begin * n, out + begin * n, scratch.data(), end - begin, n, Log);
   } else if constexpr (std::is_same_v<T, double>) {
-    forward_rows<double, Log>(in + begin * n, out + begin * n, end - begin, n);
+    Scratch<double> scratch(n);
+    forward_rows<double, Log>(in + begin * n, out + begin * n, scratch.data(), end - begin, n);
   } else {  // 16-bit: through float rows, a block at a time
-    Scratch<float> buf(kRows * n);
+    Scratch<float> buf((kRows + 1) * n);
+    float* rows_f = buf.data() + n;
     for (int64_t r0 = begin; r0 < end; r0 += kRows) {
       const int64_t count = std::min(kRows, end - r0);
-      convert(in + r0 * n, buf.data(), count * n);
-      forward_rows_f32(buf.data(), buf.data(), count, n, Log);
-      convert(buf.data(), out + r0 * n, count * n);
+      convert(in + r0 * n, rows_f, count * n);
+      forward_rows_f32(rows_f, rows_f, buf.data(), count, n, Log);
+      convert(rows_f, out + r0 * n, count * n);
     }
   }
 }
@@ -462,13 +488,38 @@ void forward_kernel(const at::Tensor& input, int64_t dim, const at::Tensor& out)
 // softmax:     grad_input = y * (g - sum(g * y))
 // log_softmax: grad_input = g - exp(y) * sum(g)
 
+// gi[j] = g[j] - exp(y[j]) * s, kLanes at a time with a padded tail. gi may be g.
+C10_ALWAYS_INLINE void log_softmax_grad(const float* g, const float* y, float s, float* gi,
+                                        int64_t n) {
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int64_t k = 0; k < kLanes; ++k) {
+      gi[j + k] = g[j + k] - vexp(y[j + k]) * s;
+    }
+  }
+  if (j < n) {
+    float gt[kLanes] = {};
+    float yt[kLanes] = {};
+    std::memcpy(gt, g + j, (n - j) * sizeof(float));
+    std::memcpy(yt, y + j, (n - j) * sizeof(float));
+    for (int64_t k = 0; k < kLanes; ++k) {
+      gt[k] = gt[k] - vexp(yt[k]) * s;
+    }
+    std::memcpy(gi + j, gt, (n - j) * sizeof(float));
+  }
+}
+
+C10_ALWAYS_INLINE void log_softmax_grad(const double* g, const double* y, double s, double* gi,
+                                        int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    gi[j] = g[j] - vexp(y[j]) * s;
+  }
+}
+
 template <typename A, bool Log>
 C10_ALWAYS_INLINE void row_backward(const A* g, const A* y, A* gi, int64_t n) {
   if constexpr (Log) {
-    const A sum = row_sum<A>(n, [&](int64_t j) { return g[j]; });
-    for (int64_t j = 0; j < n; ++j) {
-      gi[j] = g[j] - vexp(y[j]) * sum;
-    }
+    log_softmax_grad(g, y, row_sum<A>(n, [&](int64_t j) { return g[j]; }), gi, n);
   } else {
     const A dot = row_sum<A>(n, [&](int64_t j) { return g[j] * y[j]; });
     for (int64_t j = 0; j < n; ++j) {
