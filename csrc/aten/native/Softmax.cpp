@@ -213,6 +213,22 @@ C10_ALWAYS_INLINE double vlog(double x) {
 
 constexpr int64_t kLanes = 16;  // independent accumulators: vectorizable reductions
 
+// Combines kLanes accumulators pairwise in log2(kLanes) vector steps.
+template <typename A, class Op>
+C10_ALWAYS_INLINE A tree_reduce(A* acc, const Op& op) {
+  static_assert(kLanes == 16);
+  for (int64_t k = 0; k < 8; ++k) {
+    acc[k] = op(acc[k], acc[k + 8]);
+  }
+  for (int64_t k = 0; k < 4; ++k) {
+    acc[k] = op(acc[k], acc[k + 4]);
+  }
+  for (int64_t k = 0; k < 2; ++k) {
+    acc[k] = op(acc[k], acc[k + 2]);
+  }
+  return op(acc[0], acc[1]);
+}
+
 // Reduces f(j) for j in [0, n), n >= 1, with `op`.
 template <typename A, class F, class Op>
 C10_ALWAYS_INLINE A lane_reduce(int64_t n, A init, const F& f, const Op& op) {
@@ -229,12 +245,7 @@ C10_ALWAYS_INLINE A lane_reduce(int64_t n, A init, const F& f, const Op& op) {
   for (; j < n; ++j) {
     acc[0] = op(acc[0], f(j));
   }
-  for (int64_t width = kLanes / 2; width > 0; width /= 2) {  // a tree: log2(kLanes) steps
-    for (int64_t k = 0; k < width; ++k) {
-      acc[k] = op(acc[k], acc[k + width]);
-    }
-  }
-  return acc[0];
+  return tree_reduce(acc, op);
 }
 
 // NaN needs no care in maxima: it reaches every output through the sum of
@@ -254,12 +265,7 @@ C10_ALWAYS_INLINE float row_max(const float* x, int64_t n) {
   for (; j < n; ++j) {
     acc[0] = std::max(acc[0], order_key(x[j]));
   }
-  for (int64_t width = kLanes / 2; width > 0; width /= 2) {
-    for (int64_t k = 0; k < width; ++k) {
-      acc[k] = std::max(acc[k], acc[k + width]);
-    }
-  }
-  return from_order_key(acc[0]);
+  return from_order_key(tree_reduce(acc, [](int32_t a, int32_t b) { return std::max(a, b); }));
 }
 
 C10_ALWAYS_INLINE double row_max(const double* x, int64_t n) {
