@@ -180,6 +180,40 @@ def test_softmax_extreme_values(fn):
     check(out, fn(x, 1, False))
 
 
+@pytest.mark.parametrize("scale", [1.0, 10.0, 100.0])
+@pytest.mark.parametrize("n", [1, 5, 15, 16, 17, 100, 1000])
+def test_softmax_float32_accuracy(scale, n):
+    # openreg computes exp and log itself: within a few ulps of the exact (float64) result, plus
+    # the rounding of x - max in float32 (relative 2^-24 * |x - max| after exp).
+    x = randn(37, n, seed=n) * scale
+    rtol = 3e-6 + 2**-24 * 8 * scale
+    with native():
+        sm = torch._softmax(dev(x), 1, False).cpu()
+        lsm = torch._log_softmax(dev(x), 1, False).cpu()
+        g = randn(37, n, seed=1)
+        lsm_bwd = torch._log_softmax_backward_data(dev(g), dev(lsm), 1, torch.float32).cpu()
+    exact = torch._softmax(x.double(), 1, False)
+    torch.testing.assert_close(sm.double(), exact, rtol=rtol, atol=1e-38)
+    exact_log = torch._log_softmax(x.double(), 1, False)
+    torch.testing.assert_close(lsm.double(), exact_log, rtol=3e-6, atol=3e-7 * max(1.0, scale))
+    exact_bwd = torch._log_softmax_backward_data(g.double(), lsm.double(), 1, torch.float64)
+    cpu_bwd = torch._log_softmax_backward_data(g, lsm, 1, torch.float32)
+    cpu_error = (cpu_bwd.double() - exact_bwd).abs().max()
+    assert (lsm_bwd.double() - exact_bwd).abs().max() <= 1.5 * cpu_error + 1e-6
+
+
+def test_softmax_tiny_and_masked_probabilities():
+    # Denormal probabilities, and exact zeros for -inf (masked) and very negative scores.
+    row = [0.0, -50.0, -87.0, -90.0, -100.0, -103.0, -104.0, -110.0, -200.0, -float("inf")]
+    x = torch.tensor([row, [r + 7.5 for r in row]])
+    with native():
+        out = torch._softmax(dev(x), 1, False).cpu()
+    exact = torch._softmax(x.double(), 1, False).float()
+    torch.testing.assert_close(out, exact, rtol=3e-6, atol=3e-45)
+    assert (out[:, 7:] == 0).all() and (out[:, :6] > 0).all()
+    check(dev(out), torch._softmax(x, 1, False), atol=3e-45, rtol=3e-6)
+
+
 @pytest.mark.parametrize("fn", FORWARD, ids=["softmax", "log_softmax"])
 def test_softmax_out(fn):
     x = randn(4, 6)
