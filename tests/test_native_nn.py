@@ -987,6 +987,63 @@ def test_index_select_autograd():
     check(xd.grad, x.grad)
 
 
+# --- second device, composite out= variants ------------------------------------------------------
+
+
+def test_second_device_and_composite_out_variants():
+    # Results stay on the inputs' device; the out= overloads without an openreg kernel are
+    # CompositeExplicitAutograd wrappers around the native functional kernels, so they do not fall back.
+    d1 = torch.device("openreg", 1)
+    x, w, b = randn(4, 8), randn(8, seed=1), randn(8, seed=2)
+    xd, wd, bd = x.to(d1), w.to(d1), b.to(d1)
+    i = torch.tensor([0, 1, 2, 1, 0])
+    g = randn(5, 3, seed=3)
+    with native():
+        outs = [torch.empty(0, device=d1) for _ in range(3)]
+        aten.native_layer_norm.out(xd, [8], wd, bd, 1e-5, out0=outs[0], out1=outs[1], out2=outs[2])
+        grads = [torch.empty(0, device=d1) for _ in range(3)]
+        aten.native_layer_norm_backward.out(
+            xd,
+            xd,
+            [8],
+            outs[1],
+            outs[2],
+            wd,
+            bd,
+            [True, True, True],
+            out0=grads[0],
+            out1=grads[1],
+            out2=grads[2],
+        )
+        emb = aten.embedding_dense_backward.out(
+            g.to(d1), i.to(d1), 4, -1, False, out=torch.empty(0, device=d1)
+        )
+        sm = torch.softmax(xd, 1)
+        cat = torch.cat([xd, xd])
+        sel = torch.index_select(xd, 0, i[:2].to(d1))
+        loss = F.nll_loss(torch.log_softmax(xd, 1), torch.tensor([1, 2, 3, 0], device=d1))
+    expected = torch.native_layer_norm(x, [8], w, b, 1e-5)
+    for a, e in zip(outs, expected, strict=True):
+        assert a.device == d1
+        torch.testing.assert_close(a.cpu(), e)
+    for a, e in zip(
+        grads, aten.native_layer_norm_backward(x, x, [8], *expected[1:], w, b, [True] * 3), strict=True
+    ):
+        assert a.device == d1
+        torch.testing.assert_close(a.cpu(), e)
+    for a, e in [
+        (emb, aten.embedding_dense_backward(g, i, 4, -1, False)),
+        (sm, torch.softmax(x, 1)),
+        (cat, torch.cat([x, x])),
+        (sel, torch.index_select(x, 0, i[:2])),
+        (loss, F.nll_loss(torch.log_softmax(x, 1), torch.tensor([1, 2, 3, 0]))),
+    ]:
+        assert a.device == d1
+        torch.testing.assert_close(a.cpu(), e)
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.cat([xd, dev(x)])
+
+
 # --- the example models ------------------------------------------------------------------------------
 
 FAMILY_OPS = {op.split("::")[1].split(".")[0] for op in ALL_NATIVE}
