@@ -180,6 +180,40 @@ def test_softmax_extreme_values(fn):
     check(out, fn(x, 1, False))
 
 
+@pytest.mark.parametrize("scale", [1.0, 10.0, 100.0])
+@pytest.mark.parametrize("n", [1, 5, 15, 16, 17, 100, 1000])
+def test_softmax_float32_accuracy(scale, n):
+    # openreg computes exp and log itself: within a few ulps of the exact (float64) result, plus
+    # the rounding of x - max in float32 (relative 2^-24 * |x - max| after exp).
+    x = randn(37, n, seed=n) * scale
+    rtol = 3e-6 + 2**-24 * 8 * scale
+    with native():
+        sm = torch._softmax(dev(x), 1, False).cpu()
+        lsm = torch._log_softmax(dev(x), 1, False).cpu()
+        g = randn(37, n, seed=1)
+        lsm_bwd = torch._log_softmax_backward_data(dev(g), dev(lsm), 1, torch.float32).cpu()
+    exact = torch._softmax(x.double(), 1, False)
+    torch.testing.assert_close(sm.double(), exact, rtol=rtol, atol=1e-38)
+    exact_log = torch._log_softmax(x.double(), 1, False)
+    torch.testing.assert_close(lsm.double(), exact_log, rtol=3e-6, atol=3e-7 * max(1.0, scale))
+    exact_bwd = torch._log_softmax_backward_data(g.double(), lsm.double(), 1, torch.float64)
+    cpu_bwd = torch._log_softmax_backward_data(g, lsm, 1, torch.float32)
+    cpu_error = (cpu_bwd.double() - exact_bwd).abs().max()
+    assert (lsm_bwd.double() - exact_bwd).abs().max() <= 1.5 * cpu_error + 1e-6
+
+
+def test_softmax_tiny_and_masked_probabilities():
+    # Denormal probabilities, and exact zeros for -inf (masked) and very negative scores.
+    row = [0.0, -50.0, -87.0, -90.0, -100.0, -103.0, -104.0, -110.0, -200.0, -float("inf")]
+    x = torch.tensor([row, [r + 7.5 for r in row]])
+    with native():
+        out = torch._softmax(dev(x), 1, False).cpu()
+    exact = torch._softmax(x.double(), 1, False).float()
+    torch.testing.assert_close(out, exact, rtol=3e-6, atol=3e-45)
+    assert (out[:, 7:] == 0).all() and (out[:, :6] > 0).all()
+    check(dev(out), torch._softmax(x, 1, False), atol=3e-45, rtol=3e-6)
+
+
 @pytest.mark.parametrize("fn", FORWARD, ids=["softmax", "log_softmax"])
 def test_softmax_out(fn):
     x = randn(4, 6)
@@ -951,6 +985,63 @@ def test_index_select_autograd():
     torch.index_select(x, 0, idx).backward(g)
     torch.index_select(xd, 0, dev(idx)).backward(dev(g))
     check(xd.grad, x.grad)
+
+
+# --- second device, composite out= variants ------------------------------------------------------
+
+
+def test_second_device_and_composite_out_variants():
+    # Results stay on the inputs' device; the out= overloads without an openreg kernel are
+    # CompositeExplicitAutograd wrappers around the native functional kernels, so they do not fall back.
+    d1 = torch.device("openreg", 1)
+    x, w, b = randn(4, 8), randn(8, seed=1), randn(8, seed=2)
+    xd, wd, bd = x.to(d1), w.to(d1), b.to(d1)
+    i = torch.tensor([0, 1, 2, 1, 0])
+    g = randn(5, 3, seed=3)
+    with native():
+        outs = [torch.empty(0, device=d1) for _ in range(3)]
+        aten.native_layer_norm.out(xd, [8], wd, bd, 1e-5, out0=outs[0], out1=outs[1], out2=outs[2])
+        grads = [torch.empty(0, device=d1) for _ in range(3)]
+        aten.native_layer_norm_backward.out(
+            xd,
+            xd,
+            [8],
+            outs[1],
+            outs[2],
+            wd,
+            bd,
+            [True, True, True],
+            out0=grads[0],
+            out1=grads[1],
+            out2=grads[2],
+        )
+        emb = aten.embedding_dense_backward.out(
+            g.to(d1), i.to(d1), 4, -1, False, out=torch.empty(0, device=d1)
+        )
+        sm = torch.softmax(xd, 1)
+        cat = torch.cat([xd, xd])
+        sel = torch.index_select(xd, 0, i[:2].to(d1))
+        loss = F.nll_loss(torch.log_softmax(xd, 1), torch.tensor([1, 2, 3, 0], device=d1))
+    expected = torch.native_layer_norm(x, [8], w, b, 1e-5)
+    for a, e in zip(outs, expected, strict=True):
+        assert a.device == d1
+        torch.testing.assert_close(a.cpu(), e)
+    for a, e in zip(
+        grads, aten.native_layer_norm_backward(x, x, [8], *expected[1:], w, b, [True] * 3), strict=True
+    ):
+        assert a.device == d1
+        torch.testing.assert_close(a.cpu(), e)
+    for a, e in [
+        (emb, aten.embedding_dense_backward(g, i, 4, -1, False)),
+        (sm, torch.softmax(x, 1)),
+        (cat, torch.cat([x, x])),
+        (sel, torch.index_select(x, 0, i[:2])),
+        (loss, F.nll_loss(torch.log_softmax(x, 1), torch.tensor([1, 2, 3, 0]))),
+    ]:
+        assert a.device == d1
+        torch.testing.assert_close(a.cpu(), e)
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.cat([xd, dev(x)])
 
 
 # --- the example models ------------------------------------------------------------------------------

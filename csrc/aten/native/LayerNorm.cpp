@@ -2,8 +2,10 @@
 //
 // The input is viewed as M rows of N = prod(normalized_shape) contiguous
 // elements. Each row is normalized with its own mean and variance (two
-// passes, computed in double for float and double inputs, in float for
-// 16-bit ones), then scaled by weight and shifted by bias.
+// passes over the row shifted by its first element, in at::opmath_type with
+// block totals in double: see block_sum, comp_t), then scaled by weight and
+// shifted by bias. The float kernels are vectorizable and compiled for
+// AVX-512, AVX2 and baseline x86-64 (OPENREG_SIMD_CLONES).
 //
 // dtypes, as on CPU: the input, weight and bias share one floating dtype, or
 // (mixed) the input is float16/bfloat16 and weight and bias are float. mean
@@ -20,6 +22,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/native_layer_norm_backward_ops.h>
 #include <ATen/ops/native_layer_norm_ops.h>
+#include <c10/macros/Macros.h>
 #include <c10/util/accumulate.h>
 
 #include <cmath>
@@ -28,6 +31,17 @@
 #include <tuple>
 #include <type_traits>
 #include <vector>
+
+// Float kernels compiled for AVX-512, AVX2 and baseline x86-64, picked when
+// the library loads (as in Softmax.cpp).
+#if defined(__x86_64__) && defined(__ELF__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define OPENREG_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+#endif
+#ifndef OPENREG_SIMD_CLONES
+#define OPENREG_SIMD_CLONES
+#endif
 
 namespace openreg {
 namespace {
@@ -118,12 +132,12 @@ std::pair<int64_t, int64_t> check_inputs(const at::Tensor& input, c10::IntArrayR
           c10::multiply_integers(sizes.begin() + axis, sizes.end())};
 }
 
-// Sum of f(j) for j in [0, n), in eight independent lanes (vectorizable,
-// and more accurate than one running sum).
-template <typename A, class F>
-A lane_sum(int64_t n, const F& f) {
-  constexpr int64_t kLanes = 8;
-  A acc[kLanes] = {};
+// Sum of f(j) for j in [0, n), in independent lanes (vectorizable, and more
+// accurate than one running sum).
+template <typename C, class F>
+C10_ALWAYS_INLINE C lane_sum(int64_t n, const F& f) {
+  constexpr int64_t kLanes = 16;
+  C acc[kLanes] = {};
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes) {
     for (int64_t k = 0; k < kLanes; ++k) {
@@ -133,14 +147,33 @@ A lane_sum(int64_t n, const F& f) {
   for (; j < n; ++j) {
     acc[0] += f(j);
   }
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (int64_t width = kLanes / 2; width > 0; width /= 2) {
+    for (int64_t k = 0; k < width; ++k) {
+      acc[k] += acc[k + width];
+    }
+  }
+  return acc[0];
 }
 
-// The type layer norm computes in: double for float and double inputs (the
-// statistics of a row with a large common offset stay exact), float for
-// 16-bit ones (at::opmath_type).
+// Sum of f(j) for j in [0, n): lane sums over blocks of kSumBlock elements,
+// added up in double. In float this stays accurate for long rows.
+constexpr int64_t kSumBlock = 256;
+
+template <typename C, class F>
+C10_ALWAYS_INLINE double block_sum(int64_t n, const F& f) {
+  double total = 0;
+  for (int64_t j0 = 0; j0 < n; j0 += kSumBlock) {
+    total += lane_sum<C>(std::min(kSumBlock, n - j0), [&](int64_t j) { return f(j0 + j); });
+  }
+  return total;
+}
+
+// The computation type C is at::opmath_type (float for float and 16-bit
+// inputs, double for double). Rows are shifted by their first element before
+// summing, so that a large common offset costs no precision: mean = x0 + m,
+// and x - mean = (x - x0) - m with both parts small.
 template <typename T>
-using acc_t = std::conditional_t<std::is_same_v<T, float>, double, at::opmath_type<T>>;
+using comp_t = at::opmath_type<T>;
 
 int64_t grain_rows(int64_t n) {
   return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, n));
@@ -149,47 +182,69 @@ int64_t grain_rows(int64_t n) {
 // --- forward ---------------------------------------------------------------
 
 // T: input dtype; P: weight, bias, mean and rstd dtype (T, or float if mixed).
+// Rows [begin, end).
+template <typename T, typename P>
+C10_ALWAYS_INLINE void forward_rows(const T* x, const P* w, const P* b, T* y, P* mean_out,
+                                    P* rstd_out, int64_t begin, int64_t end, int64_t N,
+                                    double eps) {
+  using C = comp_t<T>;
+  for (int64_t i = begin; i < end; ++i) {
+    const T* xr = x + i * N;
+    T* yr = y + i * N;
+    if (N == 0) {  // as CPU: mean 0, rstd nan
+      mean_out[i] = P(0);
+      rstd_out[i] = std::numeric_limits<P>::quiet_NaN();
+      continue;
+    }
+    const C x0 = static_cast<C>(xr[0]);
+    const double shifted_mean =
+        block_sum<C>(N, [&](int64_t j) { return static_cast<C>(xr[j]) - x0; }) / N;
+    const C m = static_cast<C>(shifted_mean);
+    const double var = block_sum<C>(N,
+                                    [&](int64_t j) {
+                                      const C d = (static_cast<C>(xr[j]) - x0) - m;
+                                      return d * d;
+                                    }) /
+                       N;
+    const double rstd_d = 1.0 / std::sqrt(std::max(var, 0.0) + eps);
+    mean_out[i] = static_cast<P>(static_cast<double>(x0) + shifted_mean);
+    rstd_out[i] = static_cast<P>(rstd_d);
+    const C rstd = static_cast<C>(rstd_d);
+    auto xhat = [&](int64_t j) { return ((static_cast<C>(xr[j]) - x0) - m) * rstd; };
+    if (w != nullptr && b != nullptr) {
+      for (int64_t j = 0; j < N; ++j) {
+        yr[j] = xhat(j) * static_cast<C>(w[j]) + static_cast<C>(b[j]);
+      }
+    } else if (w != nullptr) {
+      for (int64_t j = 0; j < N; ++j) {
+        yr[j] = xhat(j) * static_cast<C>(w[j]);
+      }
+    } else if (b != nullptr) {
+      for (int64_t j = 0; j < N; ++j) {
+        yr[j] = xhat(j) + static_cast<C>(b[j]);
+      }
+    } else {
+      for (int64_t j = 0; j < N; ++j) {
+        yr[j] = xhat(j);
+      }
+    }
+  }
+}
+
+OPENREG_SIMD_CLONES void forward_rows_f32(const float* x, const float* w, const float* b, float* y,
+                                          float* mean_out, float* rstd_out, int64_t begin,
+                                          int64_t end, int64_t N, double eps) {
+  forward_rows<float, float>(x, w, b, y, mean_out, rstd_out, begin, end, N, eps);
+}
+
 template <typename T, typename P>
 void forward_kernel(const T* x, const P* w, const P* b, T* y, P* mean_out, P* rstd_out, int64_t M,
                     int64_t N, double eps) {
-  using A = acc_t<T>;
   at::parallel_for(0, M, grain_rows(N), [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const T* xr = x + i * N;
-      T* yr = y + i * N;
-      if (N == 0) {  // as CPU: mean 0, rstd nan
-        mean_out[i] = P(0);
-        rstd_out[i] = std::numeric_limits<P>::quiet_NaN();
-        continue;
-      }
-      const A mean = lane_sum<A>(N, [&](int64_t j) { return static_cast<A>(xr[j]); }) / N;
-      const A var = lane_sum<A>(N,
-                                [&](int64_t j) {
-                                  const A d = static_cast<A>(xr[j]) - mean;
-                                  return d * d;
-                                }) /
-                    N;
-      const A rstd = A(1) / std::sqrt(std::max(var, A(0)) + static_cast<A>(eps));
-      mean_out[i] = static_cast<P>(mean);
-      rstd_out[i] = static_cast<P>(rstd);
-      if (w != nullptr && b != nullptr) {
-        for (int64_t j = 0; j < N; ++j) {
-          yr[j] =
-              (static_cast<A>(xr[j]) - mean) * rstd * static_cast<A>(w[j]) + static_cast<A>(b[j]);
-        }
-      } else if (w != nullptr) {
-        for (int64_t j = 0; j < N; ++j) {
-          yr[j] = (static_cast<A>(xr[j]) - mean) * rstd * static_cast<A>(w[j]);
-        }
-      } else if (b != nullptr) {
-        for (int64_t j = 0; j < N; ++j) {
-          yr[j] = (static_cast<A>(xr[j]) - mean) * rstd + static_cast<A>(b[j]);
-        }
-      } else {
-        for (int64_t j = 0; j < N; ++j) {
-          yr[j] = (static_cast<A>(xr[j]) - mean) * rstd;
-        }
-      }
+    if constexpr (std::is_same_v<T, float>) {
+      forward_rows_f32(x, w, b, y, mean_out, rstd_out, begin, end, N, eps);
+    } else {
+      forward_rows<T, P>(x, w, b, y, mean_out, rstd_out, begin, end, N, eps);
     }
   });
 }
@@ -251,65 +306,97 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(
 //   dgamma = sum over rows of dy * xhat
 //   dbeta  = sum over rows of dy
 
+// Rows [begin, end): dx (when dx is not null), and the rows' dgamma and
+// dbeta terms added to the double sums pg and pb (when not null), through
+// float partial sums over kSumBlock rows at a time. scratch: 3 N elements.
+template <typename T, typename P>
+C10_ALWAYS_INLINE void backward_rows(const T* dy, const T* x, const P* mean, const P* rstd,
+                                     const P* w, T* dx, double* pg, double* pb, comp_t<T>* scratch,
+                                     int64_t begin, int64_t end, int64_t N) {
+  using C = comp_t<T>;
+  C* g = scratch;
+  C* fg = scratch + N;
+  C* fb = scratch + 2 * N;
+  auto flush = [&] {
+    for (int64_t j = 0; j < N; ++j) {
+      pg[j] += fg[j];
+      pb[j] += fb[j];
+      fg[j] = 0;
+      fb[j] = 0;
+    }
+  };
+  if (pg != nullptr) {
+    std::fill(fg, fg + 2 * N, C(0));
+  }
+  for (int64_t i = begin; i < end; ++i) {
+    const T* dyr = dy + i * N;
+    const T* xr = x + i * N;
+    const C mu = static_cast<C>(mean[i]);
+    const C rs = static_cast<C>(rstd[i]);
+    if (pg != nullptr) {
+      for (int64_t j = 0; j < N; ++j) {
+        const C d = static_cast<C>(dyr[j]);
+        fg[j] += d * ((static_cast<C>(xr[j]) - mu) * rs);
+        fb[j] += d;
+      }
+      if ((i - begin) % kSumBlock == kSumBlock - 1) {
+        flush();
+      }
+    }
+    if (dx == nullptr) {
+      continue;
+    }
+    T* dxr = dx + i * N;
+    if (w != nullptr) {
+      for (int64_t j = 0; j < N; ++j) {
+        g[j] = static_cast<C>(dyr[j]) * static_cast<C>(w[j]);
+      }
+    } else {
+      for (int64_t j = 0; j < N; ++j) {
+        g[j] = static_cast<C>(dyr[j]);
+      }
+    }
+    const C a = static_cast<C>(block_sum<C>(N, [&](int64_t j) { return g[j]; }) / N);
+    const C bb = static_cast<C>(
+        block_sum<C>(N, [&](int64_t j) { return g[j] * ((static_cast<C>(xr[j]) - mu) * rs); }) / N);
+    for (int64_t j = 0; j < N; ++j) {
+      dxr[j] = rs * (g[j] - a - ((static_cast<C>(xr[j]) - mu) * rs) * bb);
+    }
+  }
+  if (pg != nullptr) {
+    flush();
+  }
+}
+
+OPENREG_SIMD_CLONES void backward_rows_f32(const float* dy, const float* x, const float* mean,
+                                           const float* rstd, const float* w, float* dx, double* pg,
+                                           double* pb, float* scratch, int64_t begin, int64_t end,
+                                           int64_t N) {
+  backward_rows<float, float>(dy, x, mean, rstd, w, dx, pg, pb, scratch, begin, end, N);
+}
+
 template <typename T, typename P>
 void backward_kernel(const T* dy, const T* x, const P* mean, const P* rstd, const P* w, T* dx,
                      P* dgamma, P* dbeta, int64_t M, int64_t N) {
-  using A = acc_t<T>;
   const bool param_grads = dgamma != nullptr || dbeta != nullptr;
   // dgamma and dbeta: one partial sum per chunk of rows, added in chunk order.
   const int64_t chunks =
       param_grads
           ? std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), M * N / kGrainSize))
           : 1;
-  std::vector<A> partial(param_grads ? chunks * 2 * N : 0, A(0));
+  std::vector<double> partial(param_grads ? chunks * 2 * N : 0, 0.0);
   const int64_t rows_per_chunk = (M + chunks - 1) / chunks;
   at::parallel_for(0, chunks, 1, [&](int64_t cbegin, int64_t cend) {
-    std::vector<A> g(w != nullptr ? N : 0);
+    std::vector<comp_t<T>> scratch(3 * N);
     for (int64_t c = cbegin; c < cend; ++c) {
-      A* pg = param_grads ? partial.data() + c * 2 * N : nullptr;
-      A* pb = param_grads ? pg + N : nullptr;
+      double* pg = param_grads ? partial.data() + c * 2 * N : nullptr;
+      double* pb = param_grads ? pg + N : nullptr;
+      const int64_t begin = std::min(M, c * rows_per_chunk);
       const int64_t end = std::min(M, (c + 1) * rows_per_chunk);
-      for (int64_t i = c * rows_per_chunk; i < end; ++i) {
-        const T* dyr = dy + i * N;
-        const T* xr = x + i * N;
-        const A mu = static_cast<A>(mean[i]);
-        const A rs = static_cast<A>(rstd[i]);
-        if (pg != nullptr) {
-          for (int64_t j = 0; j < N; ++j) {
-            const A d = static_cast<A>(dyr[j]);
-            pg[j] += d * (static_cast<A>(xr[j]) - mu) * rs;
-            pb[j] += d;
-          }
-        }
-        if (dx == nullptr) {
-          continue;
-        }
-        T* dxr = dx + i * N;
-        A sum_g;
-        A sum_gx;
-        if (w != nullptr) {
-          for (int64_t j = 0; j < N; ++j) {
-            g[j] = static_cast<A>(dyr[j]) * static_cast<A>(w[j]);
-          }
-          sum_g = lane_sum<A>(N, [&](int64_t j) { return g[j]; });
-          sum_gx =
-              lane_sum<A>(N, [&](int64_t j) { return g[j] * (static_cast<A>(xr[j]) - mu) * rs; });
-          const A a = sum_g / N;
-          const A bb = sum_gx / N;
-          for (int64_t j = 0; j < N; ++j) {
-            dxr[j] = rs * (g[j] - a - (static_cast<A>(xr[j]) - mu) * rs * bb);
-          }
-        } else {
-          sum_g = lane_sum<A>(N, [&](int64_t j) { return static_cast<A>(dyr[j]); });
-          sum_gx = lane_sum<A>(N, [&](int64_t j) {
-            return static_cast<A>(dyr[j]) * (static_cast<A>(xr[j]) - mu) * rs;
-          });
-          const A a = sum_g / N;
-          const A bb = sum_gx / N;
-          for (int64_t j = 0; j < N; ++j) {
-            dxr[j] = rs * (static_cast<A>(dyr[j]) - a - (static_cast<A>(xr[j]) - mu) * rs * bb);
-          }
-        }
+      if constexpr (std::is_same_v<T, float>) {
+        backward_rows_f32(dy, x, mean, rstd, w, dx, pg, pb, scratch.data(), begin, end, N);
+      } else {
+        backward_rows<T, P>(dy, x, mean, rstd, w, dx, pg, pb, scratch.data(), begin, end, N);
       }
     }
   });
@@ -317,8 +404,8 @@ void backward_kernel(const T* dy, const T* x, const P* mean, const P* rstd, cons
     return;
   }
   for (int64_t j = 0; j < N; ++j) {
-    A sg = 0;
-    A sb = 0;
+    double sg = 0;
+    double sb = 0;
     for (int64_t c = 0; c < chunks; ++c) {
       sg += partial[c * 2 * N + j];
       sb += partial[c * 2 * N + N + j];
