@@ -281,8 +281,12 @@ void dispatch_types(c10::ScalarType input, const F& f) {
   });
 }
 
+// t as a contiguous tensor of `dtype` (no dispatcher call when it already is).
 at::Tensor to_dtype(const at::Tensor& t, c10::ScalarType dtype) {
-  return t.defined() ? t.to(dtype).contiguous() : t;
+  if (!t.defined() || (t.scalar_type() == dtype && t.is_contiguous())) {
+    return t;
+  }
+  return t.to(dtype).contiguous();
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(
@@ -314,7 +318,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(
                          y.mutable_data_ptr<T>(), mean.mutable_data_ptr<P>(),
                          rstd.mutable_data_ptr<P>(), M, N, eps);
   });
-  return {std::move(y), mean.to(*pdtype), rstd.to(*pdtype)};
+  return {std::move(y), to_dtype(mean, *pdtype), to_dtype(rstd, *pdtype)};
 }
 
 // --- backward ----------------------------------------------------------------
@@ -489,8 +493,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
                           dgamma.defined() ? dgamma.mutable_data_ptr<P>() : nullptr,
                           dbeta.defined() ? dbeta.mutable_data_ptr<P>() : nullptr, M, N);
   });
-  return {std::move(dx), dgamma.defined() ? dgamma.to(*pdtype) : dgamma,
-          dbeta.defined() ? dbeta.to(*pdtype) : dbeta};
+  return {std::move(dx), to_dtype(dgamma, *pdtype), to_dtype(dbeta, *pdtype)};
 }
 
 }  // namespace
