@@ -18,7 +18,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/TensorUtils.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
-#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_ops.h>
 
 #include <type_traits>
 #include <vector>
@@ -28,6 +28,15 @@ namespace {
 
 // Elements per parallel task, as ATen's at::internal::GRAIN_SIZE.
 constexpr int64_t kGrainSize = 32768;
+
+// at::empty without <ATen/ops/empty.h> (which pulls in ATen/Context.h): the
+// same dispatcher call, reaching openreg's empty.memory_format.
+at::Tensor empty(c10::IntArrayRef sizes, const c10::TensorOptions& options) {
+  return at::_ops::empty_memory_format::call(
+      c10::fromIntArrayRefSlow(sizes), c10::optTypeMetaToScalarType(options.dtype_opt()),
+      options.layout_opt(), options.device_opt(), options.pinned_memory_opt(),
+      options.memory_format_opt());
+}
 
 bool is_native_dtype(c10::ScalarType t) {
   return t == c10::kFloat || t == c10::kDouble || t == c10::kHalf || t == c10::kBFloat16;
@@ -110,7 +119,7 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Ten
               "]' is invalid for input of size ", grad_output.numel());
   const at::Tensor grad = grad_output.contiguous();
   const at::Tensor idx = indices.contiguous();
-  at::Tensor grad_weight = at::empty({num_weights, dim}, grad.options());
+  at::Tensor grad_weight = empty({num_weights, dim}, grad.options());
   AT_DISPATCH_INDEX_TYPES(idx.scalar_type(), "embedding_dense_backward", [&] {
     const index_t* ip = idx.const_data_ptr<index_t>();
     check_index_range(ip, numel, num_weights);

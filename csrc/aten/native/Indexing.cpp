@@ -17,10 +17,9 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/Parallel.h>
 #include <ATen/WrapDimUtils.h>
-#include <ATen/native/Resize.h>
 #include <ATen/native/TensorShape.h>
 #include <ATen/native/TypeProperties.h>
-#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_ops.h>
 
 #include <cstring>
 #include <type_traits>
@@ -31,6 +30,34 @@ namespace {
 
 // Elements per parallel task, as ATen's at::internal::GRAIN_SIZE.
 constexpr int64_t kGrainSize = 32768;
+
+// at::empty without <ATen/ops/empty.h> (which pulls in ATen/Context.h): the
+// same dispatcher call, reaching openreg's empty.memory_format.
+at::Tensor empty(c10::IntArrayRef sizes, const c10::TensorOptions& options) {
+  return at::_ops::empty_memory_format::call(
+      c10::fromIntArrayRefSlow(sizes), c10::optTypeMetaToScalarType(options.dtype_opt()),
+      options.layout_opt(), options.device_opt(), options.pinned_memory_opt(),
+      options.memory_format_opt());
+}
+
+// at::native::resize_output without <ATen/native/Resize.h> (which pulls in
+// all of ATen/NativeFunctions.h): resizes an out= tensor of the wrong shape,
+// with PyTorch's deprecation warning when it held elements. Returns whether
+// it resized.
+bool resize_output(const at::Tensor& out, c10::IntArrayRef shape) {
+  if (out.sizes().equals(shape)) {
+    return false;
+  }
+  if (out.numel() != 0) {
+    TORCH_WARN("An output with one or more elements was resized since it had shape ", out.sizes(),
+               ", which does not match the required output shape ", shape,
+               ". This behavior is deprecated, and in a future PyTorch release outputs will not "
+               "be resized unless they have zero elements. You can explicitly reuse an out "
+               "tensor t by resizing it, inplace, to zero elements with t.resize_(0).");
+  }
+  out.resize_(shape);
+  return true;
+}
 
 [[noreturn]] void device_mismatch(c10::Device a, c10::Device b) {
   TORCH_CHECK(false,
@@ -217,10 +244,10 @@ at::Tensor cat_impl(const at::ITensorListRef& tensors, int64_t dim, at::Tensor* 
 
   at::Tensor result;
   if (out_arg == nullptr) {
-    result = at::empty(sizes, inputs[0].get().options().dtype(dtype).memory_format(format));
+    result = empty(sizes, inputs[0].get().options().dtype(dtype).memory_format(format));
   } else {
     at::Tensor& out = *out_arg;
-    if (at::native::resize_output(out, sizes)) {
+    if (resize_output(out, sizes)) {
       out.unsafeGetTensorImpl()->empty_tensor_restride(format);
     }
     if (valid >= 0) {
@@ -234,7 +261,7 @@ at::Tensor cat_impl(const at::ITensorListRef& tensors, int64_t dim, at::Tensor* 
   if (out_arg != nullptr &&
       (!result.is_contiguous(format) || result.is_conj() || result.is_neg())) {
     // An out= tensor in another layout: fill a dense one, then copy.
-    at::Tensor tmp = at::empty(sizes, result.options().memory_format(format));
+    at::Tensor tmp = empty(sizes, result.options().memory_format(format));
     cat_kernel(parts, dim, format, tmp);
     result.copy_(tmp);
     return result;
@@ -306,7 +333,7 @@ at::Tensor index_select_impl(const at::Tensor& self_arg, int64_t dim, const at::
   }
   at::Tensor result;
   if (out_arg == nullptr) {
-    result = at::empty(sizes, self_arg.options());
+    result = empty(sizes, self_arg.options());
   } else {
     at::Tensor& out = *out_arg;
     if (out.device() != self_arg.device()) {
@@ -317,10 +344,10 @@ at::Tensor index_select_impl(const at::Tensor& self_arg, int64_t dim, const at::
     at::assert_no_internal_overlap(out);
     at::assert_no_overlap(out, self_arg);
     at::assert_no_overlap(out, index);
-    at::native::resize_output(out, sizes);
+    resize_output(out, sizes);
     result = out.is_contiguous() && !out.is_conj() && !out.is_neg()
                  ? out
-                 : at::empty(sizes, self_arg.options());
+                 : empty(sizes, self_arg.options());
   }
 
   const int64_t size = self_arg.dim() == 0 ? 1 : self_arg.size(dim);

@@ -19,7 +19,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
-#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_ops.h>
 #include <ATen/ops/native_layer_norm_backward_ops.h>
 #include <ATen/ops/native_layer_norm_ops.h>
 #include <c10/macros/Macros.h>
@@ -48,6 +48,15 @@ namespace {
 
 // Elements per parallel task, as ATen's at::internal::GRAIN_SIZE.
 constexpr int64_t kGrainSize = 32768;
+
+// at::empty without <ATen/ops/empty.h> (which pulls in ATen/Context.h): the
+// same dispatcher call, reaching openreg's empty.memory_format.
+at::Tensor empty(c10::IntArrayRef sizes, const c10::TensorOptions& options) {
+  return at::_ops::empty_memory_format::call(
+      c10::fromIntArrayRefSlow(sizes), c10::optTypeMetaToScalarType(options.dtype_opt()),
+      options.layout_opt(), options.device_opt(), options.pinned_memory_opt(),
+      options.memory_format_opt());
+}
 
 bool is_native_dtype(c10::ScalarType t) {
   return t == c10::kFloat || t == c10::kDouble || t == c10::kHalf || t == c10::kBFloat16;
@@ -181,7 +190,7 @@ int64_t grain_rows(int64_t n) {
 
 // --- forward ---------------------------------------------------------------
 
-// T: input dtype; P: weight, bias, mean and rstd dtype (T, or float if mixed).
+// T: input dtype; P: the weight, bias, mean and rstd type (kernel_param_t).
 // Rows [begin, end).
 template <typename T, typename P>
 C10_ALWAYS_INLINE void forward_rows(const T* x, const P* w, const P* b, T* y, P* mean_out,
@@ -254,19 +263,30 @@ const P* data_or_null(const at::Tensor& t) {
   return t.defined() ? t.const_data_ptr<P>() : nullptr;
 }
 
-// Calls f.template operator()<T, P>() for the input dtype T and parameter
-// dtype P (P is T, or float for mixed 16-bit inputs).
+// The kernels' parameter type for input type T: float for 16-bit inputs
+// (their 16-bit weights, biases and statistics are converted on the way in
+// and out, which halves the instantiations), T otherwise.
+template <typename T>
+using kernel_param_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+c10::ScalarType kernel_param_dtype(c10::ScalarType input) {
+  return input == c10::kDouble ? c10::kDouble : c10::kFloat;
+}
+
+// Calls f.template operator()<T, kernel_param_t<T>>() for the input dtype T.
 template <class F>
-void dispatch_types(c10::ScalarType input, c10::ScalarType param, const F& f) {
+void dispatch_types(c10::ScalarType input, const F& f) {
   AT_DISPATCH_FLOATING_TYPES_AND2(c10::kHalf, c10::kBFloat16, input, "layer_norm", [&] {
-    if constexpr (std::is_same_v<scalar_t, c10::Half> || std::is_same_v<scalar_t, c10::BFloat16>) {
-      if (param == c10::kFloat) {
-        f.template operator()<scalar_t, float>();
-        return;
-      }
-    }
-    f.template operator()<scalar_t, scalar_t>();
+    f.template operator()<scalar_t, kernel_param_t<scalar_t>>();
   });
+}
+
+// t as a contiguous tensor of `dtype` (no dispatcher call when it already is).
+at::Tensor to_dtype(const at::Tensor& t, c10::ScalarType dtype) {
+  if (!t.defined() || (t.scalar_type() == dtype && t.is_contiguous())) {
+    return t;
+  }
+  return t.to(dtype).contiguous();
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(
@@ -282,22 +302,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(
   }
   const auto [M, N] = check_inputs(input, normalized_shape, weight, bias);
   const at::Tensor x = input.contiguous();
-  const at::Tensor w = weight.defined() ? weight.contiguous() : weight;
-  const at::Tensor b = bias.defined() ? bias.contiguous() : bias;
+  const c10::ScalarType kdtype = kernel_param_dtype(x.scalar_type());
+  const at::Tensor w = to_dtype(weight, kdtype);
+  const at::Tensor b = to_dtype(bias, kdtype);
 
-  at::Tensor y = at::empty(x.sizes(), x.options());
+  at::Tensor y = empty(x.sizes(), x.options());
   std::vector<int64_t> stat_shape(input.sizes().begin(), input.sizes().end());
   for (size_t d = stat_shape.size() - normalized_shape.size(); d < stat_shape.size(); ++d) {
     stat_shape[d] = 1;
   }
-  at::Tensor mean = at::empty(stat_shape, x.options().dtype(*pdtype));
-  at::Tensor rstd = at::empty(stat_shape, x.options().dtype(*pdtype));
-  dispatch_types(x.scalar_type(), *pdtype, [&]<typename T, typename P>() {
+  at::Tensor mean = empty(stat_shape, x.options().dtype(kdtype));
+  at::Tensor rstd = empty(stat_shape, x.options().dtype(kdtype));
+  dispatch_types(x.scalar_type(), [&]<typename T, typename P>() {
     forward_kernel<T, P>(x.const_data_ptr<T>(), data_or_null<P>(w), data_or_null<P>(b),
                          y.mutable_data_ptr<T>(), mean.mutable_data_ptr<P>(),
                          rstd.mutable_data_ptr<P>(), M, N, eps);
   });
-  return {std::move(y), std::move(mean), std::move(rstd)};
+  return {std::move(y), to_dtype(mean, *pdtype), to_dtype(rstd, *pdtype)};
 }
 
 // --- backward ----------------------------------------------------------------
@@ -446,32 +467,33 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
 
   const at::Tensor dy = grad_out.contiguous();
   const at::Tensor x = input.contiguous();
-  const at::Tensor w = weight.defined() ? weight.contiguous() : weight;
-  const at::Tensor mu = mean.to(*pdtype).contiguous();
-  const at::Tensor rs = rstd.to(*pdtype).contiguous();
+  const c10::ScalarType kdtype = kernel_param_dtype(x.scalar_type());
+  const at::Tensor w = to_dtype(weight, kdtype);
+  const at::Tensor mu = to_dtype(mean, kdtype);
+  const at::Tensor rs = to_dtype(rstd, kdtype);
   at::Tensor dx;
   at::Tensor dgamma;
   at::Tensor dbeta;
   if (output_mask[0]) {
-    dx = at::empty(x.sizes(), x.options());
+    dx = empty(x.sizes(), x.options());
   }
   if (output_mask[1]) {
-    dgamma = at::empty(weight.sizes(), weight.options());
+    dgamma = empty(weight.sizes(), weight.options().dtype(kdtype));
   }
   if (output_mask[2]) {
-    dbeta = at::empty(bias.sizes(), bias.options());
+    dbeta = empty(bias.sizes(), bias.options().dtype(kdtype));
   }
   if (!dx.defined() && !dgamma.defined() && !dbeta.defined()) {
     return {dx, dgamma, dbeta};
   }
-  dispatch_types(x.scalar_type(), *pdtype, [&]<typename T, typename P>() {
+  dispatch_types(x.scalar_type(), [&]<typename T, typename P>() {
     backward_kernel<T, P>(dy.const_data_ptr<T>(), x.const_data_ptr<T>(), mu.const_data_ptr<P>(),
                           rs.const_data_ptr<P>(), data_or_null<P>(w),
                           dx.defined() ? dx.mutable_data_ptr<T>() : nullptr,
                           dgamma.defined() ? dgamma.mutable_data_ptr<P>() : nullptr,
                           dbeta.defined() ? dbeta.mutable_data_ptr<P>() : nullptr, M, N);
   });
-  return {std::move(dx), std::move(dgamma), std::move(dbeta)};
+  return {std::move(dx), to_dtype(dgamma, *pdtype), to_dtype(dbeta, *pdtype)};
 }
 
 }  // namespace

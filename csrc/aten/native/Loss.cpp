@@ -18,8 +18,7 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/native/Resize.h>
-#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_ops.h>
 #include <ATen/ops/nll_loss2d_backward_ops.h>
 #include <ATen/ops/nll_loss2d_forward_ops.h>
 #include <ATen/ops/nll_loss_backward_ops.h>
@@ -31,6 +30,34 @@
 
 namespace openreg {
 namespace {
+
+// at::empty without <ATen/ops/empty.h> (which pulls in ATen/Context.h): the
+// same dispatcher call, reaching openreg's empty.memory_format.
+at::Tensor empty(c10::IntArrayRef sizes, const c10::TensorOptions& options) {
+  return at::_ops::empty_memory_format::call(
+      c10::fromIntArrayRefSlow(sizes), c10::optTypeMetaToScalarType(options.dtype_opt()),
+      options.layout_opt(), options.device_opt(), options.pinned_memory_opt(),
+      options.memory_format_opt());
+}
+
+// at::native::resize_output without <ATen/native/Resize.h> (which pulls in
+// all of ATen/NativeFunctions.h): resizes an out= tensor of the wrong shape,
+// with PyTorch's deprecation warning when it held elements. Returns whether
+// it resized.
+bool resize_output(const at::Tensor& out, c10::IntArrayRef shape) {
+  if (out.sizes().equals(shape)) {
+    return false;
+  }
+  if (out.numel() != 0) {
+    TORCH_WARN("An output with one or more elements was resized since it had shape ", out.sizes(),
+               ", which does not match the required output shape ", shape,
+               ". This behavior is deprecated, and in a future PyTorch release outputs will not "
+               "be resized unless they have zero elements. You can explicitly reuse an out "
+               "tensor t by resizing it, inplace, to zero elements with t.resize_(0).");
+  }
+  out.resize_(shape);
+  return true;
+}
 
 constexpr int64_t kNone = 0;  // at::Reduction::None
 constexpr int64_t kMean = 1;  // at::Reduction::Mean; anything else sums, as on CPU
@@ -305,7 +332,7 @@ void check_out(const at::Tensor& out, const at::Tensor& self, c10::IntArrayRef s
               self.dtype(), ", but got ", out.dtype(), " instead");
   TORCH_CHECK(out.device() == self.device(), "Expected out tensor to have device ", self.device(),
               ", but got ", out.device(), " instead");
-  at::native::resize_output(out, sizes);
+  resize_output(out, sizes);
 }
 
 // Runs `kernel(dst)` on `out` when it is contiguous, else on a contiguous
@@ -315,7 +342,7 @@ void into_out(const at::Tensor& out, const Kernel& kernel) {
   if (out.is_contiguous()) {
     kernel(out);
   } else {
-    at::Tensor tmp = at::empty(out.sizes(), out.options());
+    at::Tensor tmp = empty(out.sizes(), out.options());
     kernel(tmp);
     out.copy_(tmp);
   }
@@ -362,8 +389,8 @@ std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self,
   }
   check_nll_forward(self, target, weight);
   const bool elementwise = elementwise_nll(self, reduction);
-  at::Tensor output = at::empty(loss_shape(self, elementwise), self.options());
-  at::Tensor total_weight = at::empty({}, self.options());
+  at::Tensor output = empty(loss_shape(self, elementwise), self.options());
+  at::Tensor total_weight = empty({}, self.options());
   run_forward(self, target, weight, reduction, ignore_index, elementwise, output, total_weight);
   return {std::move(output), std::move(total_weight)};
 }
@@ -397,7 +424,7 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
                                                  ignore_index, total_weight);
   }
   check_nll_backward(grad_output, self, target, weight, reduction, total_weight);
-  at::Tensor grad_input = at::empty(self.sizes(), self.options());
+  at::Tensor grad_input = empty(self.sizes(), self.options());
   run_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight,
                elementwise_nll(self, reduction), grad_input);
   return grad_input;
@@ -440,8 +467,8 @@ std::tuple<at::Tensor, at::Tensor> nll_loss2d_forward(const at::Tensor& self,
                                                   ignore_index);
   }
   check_nll2d(self, target, weight);
-  at::Tensor output = at::empty(loss2d_shape(self, reduction), self.options());
-  at::Tensor total_weight = at::empty({}, self.options());
+  at::Tensor output = empty(loss2d_shape(self, reduction), self.options());
+  at::Tensor total_weight = empty({}, self.options());
   run_forward(self, target, weight, reduction, ignore_index, reduction == kNone, output,
               total_weight);
   return {std::move(output), std::move(total_weight)};
@@ -478,7 +505,7 @@ at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& 
   }
   check_nll2d(self, target, weight);
   check_nll2d_backward(grad_output, target, reduction, total_weight);
-  at::Tensor grad_input = at::empty(self.sizes(), self.options());
+  at::Tensor grad_input = empty(self.sizes(), self.options());
   run_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight,
                reduction == kNone, grad_input);
   return grad_input;

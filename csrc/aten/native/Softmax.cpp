@@ -21,12 +21,11 @@
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/TensorUtils.h>
-#include <ATen/native/Resize.h>
 #include <ATen/ops/_log_softmax_backward_data_ops.h>
 #include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/_softmax_backward_data_ops.h>
 #include <ATen/ops/_softmax_ops.h>
-#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_ops.h>
 #include <c10/core/WrapDimMinimal.h>
 #include <c10/macros/Macros.h>
 
@@ -51,6 +50,34 @@ namespace {
 
 // Elements per parallel task, as ATen's at::internal::GRAIN_SIZE.
 constexpr int64_t kGrainSize = 32768;
+
+// at::empty without <ATen/ops/empty.h> (which pulls in ATen/Context.h): the
+// same dispatcher call, reaching openreg's empty.memory_format.
+at::Tensor empty(c10::IntArrayRef sizes, const c10::TensorOptions& options) {
+  return at::_ops::empty_memory_format::call(
+      c10::fromIntArrayRefSlow(sizes), c10::optTypeMetaToScalarType(options.dtype_opt()),
+      options.layout_opt(), options.device_opt(), options.pinned_memory_opt(),
+      options.memory_format_opt());
+}
+
+// at::native::resize_output without <ATen/native/Resize.h> (which pulls in
+// all of ATen/NativeFunctions.h): resizes an out= tensor of the wrong shape,
+// with PyTorch's deprecation warning when it held elements. Returns whether
+// it resized.
+bool resize_output(const at::Tensor& out, c10::IntArrayRef shape) {
+  if (out.sizes().equals(shape)) {
+    return false;
+  }
+  if (out.numel() != 0) {
+    TORCH_WARN("An output with one or more elements was resized since it had shape ", out.sizes(),
+               ", which does not match the required output shape ", shape,
+               ". This behavior is deprecated, and in a future PyTorch release outputs will not "
+               "be resized unless they have zero elements. You can explicitly reuse an out "
+               "tensor t by resizing it, inplace, to zero elements with t.resize_(0).");
+  }
+  out.resize_(shape);
+  return true;
+}
 
 bool is_native_dtype(c10::ScalarType t) {
   return t == c10::kFloat || t == c10::kDouble || t == c10::kHalf || t == c10::kBFloat16;
@@ -666,7 +693,7 @@ void check_out(const at::Tensor& out, const at::Tensor& like) {
               like.dtype(), ", but got ", out.dtype(), " instead");
   TORCH_CHECK(out.device() == like.device(), "Expected out tensor to have device ", like.device(),
               ", but got ", out.device(), " instead");
-  at::native::resize_output(out, like.sizes());
+  resize_output(out, like.sizes());
 }
 
 // Runs `kernel(dst)` on `out` directly when it is contiguous, else on a
@@ -676,7 +703,7 @@ void into_out(at::Tensor& out, const Kernel& kernel) {
   if (out.is_contiguous()) {
     kernel(out);
   } else {
-    at::Tensor tmp = at::empty(out.sizes(), out.options());
+    at::Tensor tmp = empty(out.sizes(), out.options());
     kernel(tmp);
     out.copy_(tmp);
   }
@@ -709,7 +736,7 @@ at::Tensor forward(const at::Tensor& self, int64_t dim, bool half_to_float) {
   dim = c10::maybe_wrap_dim(dim, self.dim());
   check_half_to_float(half_to_float);
   const at::Tensor input = self.contiguous();
-  at::Tensor out = at::empty(input.sizes(), input.options());
+  at::Tensor out = empty(input.sizes(), input.options());
   forward_kernel<Log>(input, dim, out);
   return out;
 }
@@ -759,7 +786,7 @@ at::Tensor backward(const at::Tensor& grad_output, const at::Tensor& output, int
   dim = c10::maybe_wrap_dim(dim, grad_output.dim());
   const at::Tensor grad = grad_output.contiguous();
   const at::Tensor out = output.contiguous();
-  at::Tensor grad_input = at::empty(grad.sizes(), grad.options());
+  at::Tensor grad_input = empty(grad.sizes(), grad.options());
   backward_kernel<Log>(grad, out, dim, grad_input);
   return grad_input;
 }
