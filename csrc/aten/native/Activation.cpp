@@ -250,9 +250,6 @@ struct Tanh {
   }
 };
 
-// Lambdas handed to run_simd are forced inline into the SIMD clones.
-#define OPENREG_INLINE_LAMBDA __attribute__((always_inline))
-
 template <template <typename, bool> class F>
 void forward_kernel(const Loop& loop, ScalarType dtype) {
   loops::dispatch_floating(dtype, [&](auto tag) {

@@ -368,6 +368,14 @@ void row_fn(char* const* data, const int64_t* strides, int64_t n, const void* op
 #define OPENREG_SIMD_CLONES
 #endif
 
+// Functors handed to run_simd must be inlined into every clone to vectorise:
+// `[](float x) OPENREG_INLINE_LAMBDA { ... }`.
+#if defined(__GNUC__)
+#define OPENREG_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#define OPENREG_INLINE_LAMBDA
+#endif
+
 template <typename Op, typename out_t, typename... in_t>
 OPENREG_SIMD_CLONES void row_fn_simd(char* const* data, const int64_t* strides, int64_t n,
                                      const void* op) {

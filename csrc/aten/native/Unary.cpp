@@ -115,7 +115,7 @@ void floating_kernel(const Loop& loop, ScalarType dtype) {
     using T = OPENREG_TYPE_OF(tag);
     using acc = loops::opmath_t<T>;
     if constexpr (std::is_same_v<T, float> && F::kVectorise) {
-      loop.run_simd<T, T>([](float x) __attribute__((always_inline)) { return F::f(x); });
+      loop.run_simd<T, T>([](float x) OPENREG_INLINE_LAMBDA { return F::f(x); });
     } else {
       loop.run<T, T>([](T x) { return static_cast<T>(F::f(static_cast<acc>(x))); });
     }
