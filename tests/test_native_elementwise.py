@@ -739,3 +739,25 @@ def test_arange_out_and_errors():
     # the CPU has no complex arange either: the fallback reports its error
     with pytest.raises(NotImplementedError, match="not implemented for 'ComplexFloat'"):
         torch.arange(3, dtype=torch.complex64, device=DEV)
+
+
+def test_vectorised_math_over_its_whole_range():
+    # float32 exp, sigmoid, silu and gelu run in SIMD clones with openreg's own exp and erf (Loops.h,
+    # Note [Vectorisable math]): check them where they overflow, underflow to denormals and to 0,
+    # and at the special values.
+    special = [float("inf"), float("-inf"), float("nan"), 0.0, -0.0, 88.72, 88.73, -87.33, -103.9, -104.5]
+    x = torch.cat([torch.linspace(-110, 95, 20011), torch.tensor(special)])
+    r = compare(torch.exp, x)
+    assert torch.isinf(r[-10]) and r[-9] == 0 and torch.isnan(r[-8]) and r[-7] == 1
+    compare(torch.sigmoid, x)
+    compare(torch.nn.functional.silu, x)
+    y = torch.cat([torch.linspace(-20, 20, 40007), torch.tensor(special[1:5])])
+    g = torch.linspace(-3, 3, y.numel())
+    for approximate in ("none", "tanh"):
+        compare(lambda t: torch.nn.functional.gelu(t, approximate=approximate), y)  # noqa: B023
+        compare(lambda a, b: torch.ops.aten.gelu_backward(a, b, approximate=approximate), g, y)  # noqa: B023
+    compare(lambda a, b: torch.ops.aten.silu_backward(a, b), g, y)
+    # gelu(inf) is inf; ATen's CPU kernel says inf in its scalar loop but NaN in its vector loop
+    with openreg_lab.fallback_policy("error"):
+        r = torch.nn.functional.gelu(torch.full((40,), float("inf"), device=DEV))
+    assert torch.equal(r.cpu(), torch.full((40,), float("inf")))

@@ -126,96 +126,164 @@ Tensor& threshold_backward_out(const Tensor& grad_output, const Tensor& self,
 
 // --- smooth activations: floating dtypes ----------------------------------------------------
 // Each functor maps opmath values (float for 16-bit types); `f` is the
-// activation, `df(g, x)` its backward. gelu reads its approximation at run
-// time: the per-element branch is free next to erf or tanh.
+// activation, `df(g, x)` its backward. With kVec (float rows run with
+// run_simd) they use the vectorisable exp and erf of Loops.h (Note
+// [Vectorisable math]), otherwise libm's. No branches: they would stop the
+// vectoriser.
 
-template <typename acc>
+template <typename acc, bool kVec>
+C10_ALWAYS_INLINE acc exp_(acc x) {
+  if constexpr (kVec) {
+    return loops::vmath::exp(x);
+  } else {
+    return std::exp(x);
+  }
+}
+
+// gelu(x) = x * Phi(x), Phi the normal CDF: 0.5 * (1 + erf(x / sqrt(2))).
+template <typename acc, bool kVec>
 struct Gelu {
-  bool approx_tanh;
+  static constexpr bool kVectorise = true;
 
-  acc f(acc x) const {
-    if (approx_tanh) {
-      const acc inner = kBeta * (x + kKappa * x * x * x);
-      return acc(0.5) * x * (acc(1) + std::tanh(inner));
+  // erf(z), and exp(-z^2) in e when the caller needs it.
+  C10_ALWAYS_INLINE static acc erf(acc z, acc& e) {
+    if constexpr (kVec) {
+      e = loops::vmath::exp(-z * z);
+      return loops::vmath::erf_from_exp(z, e);
+    } else {
+      e = std::exp(-z * z);
+      return std::erf(z);
     }
-    return acc(0.5) * x * (acc(1) + std::erf(x * kSqrtHalf));
   }
 
-  acc df(acc g, acc x) const {
-    if (approx_tanh) {
-      const acc x_sq = x * x;
-      const acc t = std::tanh(kBeta * (x + kKappa * x_sq * x));
-      const acc left = acc(0.5) * (acc(1) + t);
-      const acc right = acc(0.5) * x * (acc(1) - t * t) * kBeta * (acc(1) + acc(3) * kKappa * x_sq);
-      return g * (left + right);
+  C10_ALWAYS_INLINE acc f(acc x) const {
+    const acc z = x * kSqrtHalf;
+    if constexpr (kVec) {
+      acc e;
+      return acc(0.5) * x * (acc(1) + erf(z, e));
+    } else {
+      return acc(0.5) * x * (acc(1) + std::erf(z));
     }
-    const acc cdf = acc(0.5) * (acc(1) + std::erf(x * kSqrtHalf));
-    const acc pdf = kInvSqrt2Pi * std::exp(acc(-0.5) * x * x);
-    return g * (cdf + x * pdf);
+  }
+
+  C10_ALWAYS_INLINE acc df(acc g, acc x) const {
+    acc e;
+    const acc cdf = acc(0.5) * (acc(1) + erf(x * kSqrtHalf, e));
+    return g * (cdf + x * kInvSqrt2Pi * e);
   }
 
   static constexpr acc kSqrtHalf = acc(0.70710678118654752440);    // 1/sqrt(2)
   static constexpr acc kInvSqrt2Pi = acc(0.39894228040143267794);  // 1/sqrt(2 pi)
-  static constexpr acc kBeta = acc(0.79788456080286535588);        // sqrt(2/pi)
+};
+
+// gelu's 'tanh' approximation: 0.5 * x * (1 + tanh(u)), u = sqrt(2/pi) * (x +
+// 0.044715 x^3). The vectorised form writes 0.5 * (1 + tanh(u)) as
+// sigmoid(2u) and 1 - tanh(u)^2 as 4 sigmoid(2u) sigmoid(-2u), which keeps
+// its precision where tanh(u) is close to -1 or 1.
+template <typename acc, bool kVec>
+struct GeluTanh {
+  static constexpr bool kVectorise = true;
+
+  C10_ALWAYS_INLINE static acc inner(acc x) {
+    return kBeta * (x + kKappa * x * x * x);
+  }
+
+  C10_ALWAYS_INLINE acc f(acc x) const {
+    const acc u = inner(x);
+    if constexpr (kVec) {
+      return x / (acc(1) + loops::vmath::exp(acc(-2) * u));
+    } else {
+      return acc(0.5) * x * (acc(1) + std::tanh(u));
+    }
+  }
+
+  C10_ALWAYS_INLINE acc df(acc g, acc x) const {
+    const acc u = inner(x);
+    const acc slope = kBeta * (acc(1) + acc(3) * kKappa * x * x);  // du/dx
+    if constexpr (kVec) {
+      const acc s = acc(1) / (acc(1) + loops::vmath::exp(acc(-2) * u));  // sigmoid(2u)
+      const acc r = acc(1) / (acc(1) + loops::vmath::exp(acc(2) * u));   // sigmoid(-2u)
+      return g * (s + acc(2) * x * s * r * slope);
+    } else {
+      const acc t = std::tanh(u);
+      return g * (acc(0.5) * (acc(1) + t) + acc(0.5) * x * (acc(1) - t * t) * slope);
+    }
+  }
+
+  static constexpr acc kBeta = acc(0.79788456080286535588);  // sqrt(2/pi)
   static constexpr acc kKappa = acc(0.044715);
 };
 
-template <typename acc>
+template <typename acc, bool kVec>
 struct Silu {
-  acc f(acc x) const {
-    return x / (acc(1) + std::exp(-x));
+  static constexpr bool kVectorise = true;
+  C10_ALWAYS_INLINE acc f(acc x) const {
+    return x / (acc(1) + exp_<acc, kVec>(-x));
   }
-  acc df(acc g, acc x) const {
-    const acc s = acc(1) / (acc(1) + std::exp(-x));
+  C10_ALWAYS_INLINE acc df(acc g, acc x) const {
+    const acc s = acc(1) / (acc(1) + exp_<acc, kVec>(-x));
     return g * s * (acc(1) + x * (acc(1) - s));
   }
 };
 
-// sigmoid and tanh: the backward takes the forward's output y, not x.
-template <typename acc>
+// sigmoid and tanh: the backward takes the forward's output y, not x, and is
+// plain arithmetic (memory-bound: no SIMD clones). tanh keeps libm's tanh.
+template <typename acc, bool kVec>
 struct Sigmoid {
-  acc f(acc x) const {
-    return acc(1) / (acc(1) + std::exp(-x));
+  static constexpr bool kVectorise = true;
+  C10_ALWAYS_INLINE acc f(acc x) const {
+    return acc(1) / (acc(1) + exp_<acc, kVec>(-x));
   }
-  acc df(acc g, acc y) const {
+  C10_ALWAYS_INLINE acc df(acc g, acc y) const {
     return g * (acc(1) - y) * y;
   }
 };
 
-template <typename acc>
+template <typename acc, bool kVec>
 struct Tanh {
-  acc f(acc x) const {
+  static constexpr bool kVectorise = false;
+  C10_ALWAYS_INLINE acc f(acc x) const {
     return std::tanh(x);
   }
-  acc df(acc g, acc y) const {
+  C10_ALWAYS_INLINE acc df(acc g, acc y) const {
     return g * (acc(1) - y * y);
   }
 };
 
-template <template <typename> class F>
-void forward_kernel(const Loop& loop, ScalarType dtype, bool tanh = false) {
+template <template <typename, bool> class F>
+void forward_kernel(const Loop& loop, ScalarType dtype) {
   loops::dispatch_floating(dtype, [&](auto tag) {
     using T = OPENREG_TYPE_OF(tag);
     using acc = loops::opmath_t<T>;
-    F<acc> fn{};
-    if constexpr (std::is_same_v<F<acc>, Gelu<acc>>) {
-      fn.approx_tanh = tanh;
+    if constexpr (std::is_same_v<T, float> && F<float, true>::kVectorise) {
+      const F<float, true> fn{};
+      loop.run_simd<T, T>([fn](float x) OPENREG_INLINE_LAMBDA { return fn.f(x); });
+    } else {
+      const F<acc, false> fn{};
+      loop.run<T, T>([fn](T x) { return static_cast<T>(fn.f(static_cast<acc>(x))); });
     }
-    loop.run<T, T>([fn](T x) { return static_cast<T>(fn.f(static_cast<acc>(x))); });
   });
 }
 
-template <template <typename> class F>
-void backward_kernel(const Loop& loop, ScalarType dtype, bool tanh = false) {
+// Only the gelu and silu backwards compute exp or erf; the others are plain
+// arithmetic.
+template <template <typename, bool> class F>
+void backward_kernel(const Loop& loop, ScalarType dtype) {
+  constexpr bool kVectorise = std::is_same_v<F<float, true>, Gelu<float, true>> ||
+                              std::is_same_v<F<float, true>, GeluTanh<float, true>> ||
+                              std::is_same_v<F<float, true>, Silu<float, true>>;
   loops::dispatch_floating(dtype, [&](auto tag) {
     using T = OPENREG_TYPE_OF(tag);
     using acc = loops::opmath_t<T>;
-    F<acc> fn{};
-    if constexpr (std::is_same_v<F<acc>, Gelu<acc>>) {
-      fn.approx_tanh = tanh;
+    if constexpr (std::is_same_v<T, float> && kVectorise) {
+      const F<float, true> fn{};
+      loop.run_simd<T, T, T>([fn](float g, float x) OPENREG_INLINE_LAMBDA { return fn.df(g, x); });
+    } else {
+      const F<acc, false> fn{};
+      loop.run<T, T, T>([fn](T g, T x) {
+        return static_cast<T>(fn.df(static_cast<acc>(g), static_cast<acc>(x)));
+      });
     }
-    loop.run<T, T, T>(
-        [fn](T g, T x) { return static_cast<T>(fn.df(static_cast<acc>(g), static_cast<acc>(x))); });
   });
 }
 
@@ -226,7 +294,7 @@ ScalarType forward_dtype(const Tensor& self) {
   return kPromote ? loops::promote_to_float(self.scalar_type()) : self.scalar_type();
 }
 
-template <template <typename> class F, bool kPromote, typename Op>
+template <template <typename, bool> class F, bool kPromote, typename Op>
 Tensor forward(const Tensor& self) {
   const ScalarType dtype = forward_dtype<kPromote>(self);
   if (!loops::is_floating(dtype)) {
@@ -236,7 +304,7 @@ Tensor forward(const Tensor& self) {
                    [dtype](const Loop& loop) { forward_kernel<F>(loop, dtype); });
 }
 
-template <template <typename> class F, bool kPromote, typename Op>
+template <template <typename, bool> class F, bool kPromote, typename Op>
 Tensor& forward_(Tensor& self) {
   const ScalarType dtype = forward_dtype<kPromote>(self);
   if (!loops::is_floating(dtype)) {
@@ -247,7 +315,7 @@ Tensor& forward_(Tensor& self) {
   return self;
 }
 
-template <template <typename> class F, bool kPromote, typename Op>
+template <template <typename, bool> class F, bool kPromote, typename Op>
 Tensor& forward_out(const Tensor& self, Tensor& out) {
   const ScalarType dtype = forward_dtype<kPromote>(self);
   if (!loops::is_floating(dtype)) {
@@ -258,7 +326,7 @@ Tensor& forward_out(const Tensor& self, Tensor& out) {
   return out;
 }
 
-template <template <typename> class F, typename Op>
+template <template <typename, bool> class F, typename Op>
 Tensor backward(const Tensor& grad_output, const Tensor& x) {
   const ScalarType dtype = loops::result_type(grad_output, x);
   if (!loops::is_floating(dtype)) {
@@ -268,7 +336,7 @@ Tensor backward(const Tensor& grad_output, const Tensor& x) {
                       [dtype](const Loop& loop) { backward_kernel<F>(loop, dtype); });
 }
 
-template <template <typename> class F, typename Op>
+template <template <typename, bool> class F, typename Op>
 Tensor& backward_out(const Tensor& grad_output, const Tensor& x, Tensor& grad_input) {
   const ScalarType dtype = loops::result_type(grad_output, x);
   if (!loops::is_floating(dtype)) {
@@ -280,6 +348,22 @@ Tensor& backward_out(const Tensor& grad_output, const Tensor& x, Tensor& grad_in
 }
 
 // gelu takes its approximation as a string.
+void gelu_forward(const Loop& loop, ScalarType dtype, bool tanh) {
+  if (tanh) {
+    forward_kernel<GeluTanh>(loop, dtype);
+  } else {
+    forward_kernel<Gelu>(loop, dtype);
+  }
+}
+
+void gelu_backward_kernel(const Loop& loop, ScalarType dtype, bool tanh) {
+  if (tanh) {
+    backward_kernel<GeluTanh>(loop, dtype);
+  } else {
+    backward_kernel<Gelu>(loop, dtype);
+  }
+}
+
 bool gelu_tanh(std::string_view approximate) {
   return at::native::get_gelutype_enum(approximate) == at::native::GeluType::Tanh;
 }
@@ -291,7 +375,7 @@ Tensor gelu(const Tensor& self, std::string_view approximate) {
     return fallback<ATEN_OP(gelu)>(self, approximate);
   }
   return run_unary(self, Tensor(), Mode::Functional, dtype,
-                   [&](const Loop& loop) { forward_kernel<Gelu>(loop, dtype, tanh); });
+                   [&](const Loop& loop) { gelu_forward(loop, dtype, tanh); });
 }
 
 Tensor& gelu_(Tensor& self, std::string_view approximate) {
@@ -301,7 +385,7 @@ Tensor& gelu_(Tensor& self, std::string_view approximate) {
     return fallback<ATEN_OP(gelu_)>(self, approximate);
   }
   run_unary(self, self, Mode::InPlace, dtype,
-            [&](const Loop& loop) { forward_kernel<Gelu>(loop, dtype, tanh); });
+            [&](const Loop& loop) { gelu_forward(loop, dtype, tanh); });
   return self;
 }
 
@@ -312,7 +396,7 @@ Tensor& gelu_out(const Tensor& self, std::string_view approximate, Tensor& out) 
     return fallback<ATEN_OP(gelu_out)>(self, approximate, out);
   }
   run_unary(self, out, Mode::Out, dtype,
-            [&](const Loop& loop) { forward_kernel<Gelu>(loop, dtype, tanh); });
+            [&](const Loop& loop) { gelu_forward(loop, dtype, tanh); });
   return out;
 }
 
@@ -323,7 +407,7 @@ Tensor gelu_backward(const Tensor& grad_output, const Tensor& self, std::string_
     return fallback<ATEN_OP(gelu_backward)>(grad_output, self, approximate);
   }
   return run_backward(grad_output, self, Tensor(), dtype,
-                      [&](const Loop& loop) { backward_kernel<Gelu>(loop, dtype, tanh); });
+                      [&](const Loop& loop) { gelu_backward_kernel(loop, dtype, tanh); });
 }
 
 Tensor& gelu_backward_out(const Tensor& grad_output, const Tensor& self,
@@ -334,7 +418,7 @@ Tensor& gelu_backward_out(const Tensor& grad_output, const Tensor& self,
     return fallback<ATEN_OP(gelu_backward_grad_input)>(grad_output, self, approximate, grad_input);
   }
   run_backward(grad_output, self, grad_input, dtype,
-               [&](const Loop& loop) { backward_kernel<Gelu>(loop, dtype, tanh); });
+               [&](const Loop& loop) { gelu_backward_kernel(loop, dtype, tanh); });
   return grad_input;
 }
 

@@ -37,6 +37,7 @@
 #include <c10/core/DynamicCast.h>
 #include <c10/core/ScalarType.h>
 
+#include <cstring>
 #include <initializer_list>
 #include <tuple>
 #include <utility>
@@ -343,9 +344,43 @@ using RowFn = void (*)(char* const* data, const int64_t* strides, int64_t n, con
 // Output and inputs of one kernel, at most.
 constexpr int kMaxOperands = 4;
 
+// The functor is copied: its captured scalars then cannot alias the output,
+// so the compiler keeps them in registers and vectorises the row.
 template <typename Op, typename out_t, typename... in_t>
 void row_fn(char* const* data, const int64_t* strides, int64_t n, const void* op) {
-  detail::row<out_t, in_t...>(data, strides, n, *static_cast<const Op*>(op));
+  const Op local = *static_cast<const Op*>(op);
+  detail::row<out_t, in_t...>(data, strides, n, local);
+}
+
+// Note [SIMD clones]
+// The extension is compiled for baseline x86-64 (SSE2), while ATen's CPU
+// kernels run AVX2 or AVX-512 code. For the compute-bound float kernels
+// (exp, sigmoid, gelu, ...), row_fn_simd is compiled three times, for
+// x86-64-v4 (AVX-512), x86-64-v3 (AVX2, FMA) and baseline, and the loader
+// picks the best one for the machine (GCC's target_clones). The clones
+// compute the same operations (no contraction into fma under -std=c++20), so
+// results do not depend on the machine. Functors used there must be plain
+// arithmetic to vectorise: see `vmath` below for exp and erf.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define OPENREG_SIMD_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define OPENREG_SIMD_CLONES
+#endif
+
+// Functors handed to run_simd must be inlined into every clone to vectorise:
+// `[](float x) OPENREG_INLINE_LAMBDA { ... }`.
+#if defined(__GNUC__)
+#define OPENREG_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#define OPENREG_INLINE_LAMBDA
+#endif
+
+template <typename Op, typename out_t, typename... in_t>
+OPENREG_SIMD_CLONES void row_fn_simd(char* const* data, const int64_t* strides, int64_t n,
+                                     const void* op) {
+  const Op local = *static_cast<const Op*>(op);
+  detail::row<out_t, in_t...>(data, strides, n, local);
 }
 
 // Runs a row function over every element of a built iterator.
@@ -411,6 +446,15 @@ class Loop {
     run_rows(&row_fn<Op, out_t, in_t...>, &op, sizes, 1 + static_cast<int>(sizeof...(in_t)));
   }
 
+  // As run, with the row compiled for AVX2 and AVX-512 too (Note [SIMD
+  // clones]); for compute-bound kernels only, as it triples their code.
+  template <typename out_t, typename... in_t, typename Op>
+  void run_simd(const Op& op) const {
+    const int64_t sizes[] = {static_cast<int64_t>(sizeof(out_t)),
+                             static_cast<int64_t>(sizeof(in_t))...};
+    run_rows(&row_fn_simd<Op, out_t, in_t...>, &op, sizes, 1 + static_cast<int>(sizeof...(in_t)));
+  }
+
  private:
   // The part of run() that does not depend on the kernel: compiled once.
   C10_NOINLINE void run_rows(RowFn fn, const void* op, const int64_t* sizes, int ntensors) const {
@@ -433,6 +477,62 @@ class Loop {
   char* data_[kMaxTensors] = {};
   int64_t itemsize_[kMaxTensors] = {};
 };
+
+// --- vectorisable math --------------------------------------------------------------
+// Note [Vectorisable math]
+// libm's expf and erff are scalar calls, so a loop that calls them is never
+// vectorised. These float versions use only arithmetic and selects:
+//  - exp: exp(x) = 2^n e^r with n = round(x / ln 2) and |r| <= ln(2) / 2
+//    (ln 2 split in two for an exact reduction), e^r by its Taylor series to
+//    degree 7 (truncation below 1e-8), 2^n built in the exponent bits in two
+//    halves so that results down to denormals and up to overflow come out
+//    right. Within 2 ulp of the correctly rounded value.
+//  - erf, from exp(-z^2): the Abramowitz and Stegun formula 7.1.26,
+//    |error| <= 1.5e-7, the approximation ATen's own vectorised erf uses.
+
+namespace vmath {
+
+C10_ALWAYS_INLINE float exp(float x) {
+  // Clamp (NaN to the low end) so that n stays a small integer; the ends
+  // still overflow to inf and underflow to 0 through the scaling.
+  float xc = x > -104.0f ? x : -104.0f;
+  xc = xc < 89.0f ? xc : 89.0f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float n = (xc * 1.44269504088896341f + kRound) - kRound;
+  const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t k = static_cast<int32_t>(n);
+  const int32_t k1 = k >> 1;
+  const int32_t k2 = k - k1;
+  float s1;
+  float s2;
+  const int32_t b1 = (k1 + 127) << 23;
+  const int32_t b2 = (k2 + 127) << 23;
+  std::memcpy(&s1, &b1, sizeof(float));
+  std::memcpy(&s2, &b2, sizeof(float));
+  const float y = p * s1 * s2;
+  return x != x ? x : y;
+}
+
+// erf(z), given e = exp(-z * z).
+C10_ALWAYS_INLINE float erf_from_exp(float z, float e) {
+  const float a = z < 0.0f ? -z : z;
+  const float t = 1.0f / (1.0f + 0.3275911f * a);
+  const float poly =
+      t * (0.254829592f +
+           t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+  const float r = 1.0f - poly * e;
+  return z < 0.0f ? -r : r;
+}
+
+}  // namespace vmath
 
 // --- running an elementwise kernel ---------------------------------------------
 

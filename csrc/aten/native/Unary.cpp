@@ -47,14 +47,22 @@ Tensor unary(const Tensor& self, const Tensor& out, Mode mode, ScalarType dtype,
 // --- floating operators: integers compute in the default float dtype --------------
 // Each functor maps an opmath value (float for 16-bit types) to its result.
 
+// exp runs float rows with SIMD clones and a vectorisable exp (Loops.h, Note
+// [Vectorisable math]); the other functors keep libm's accuracy.
 struct Exp {
+  static constexpr bool kVectorise = true;
   template <typename T>
-  static T f(T x) {
-    return std::exp(x);
+  C10_ALWAYS_INLINE static T f(T x) {
+    if constexpr (std::is_same_v<T, float>) {
+      return loops::vmath::exp(x);
+    } else {
+      return std::exp(x);
+    }
   }
 };
 
 struct Log {
+  static constexpr bool kVectorise = false;
   template <typename T>
   static T f(T x) {
     return std::log(x);
@@ -62,6 +70,7 @@ struct Log {
 };
 
 struct Sqrt {
+  static constexpr bool kVectorise = false;
   template <typename T>
   static T f(T x) {
     return std::sqrt(x);
@@ -69,6 +78,7 @@ struct Sqrt {
 };
 
 struct Rsqrt {
+  static constexpr bool kVectorise = false;
   template <typename T>
   static T f(T x) {
     return T(1) / std::sqrt(x);
@@ -76,6 +86,7 @@ struct Rsqrt {
 };
 
 struct Sin {
+  static constexpr bool kVectorise = false;
   template <typename T>
   static T f(T x) {
     return std::sin(x);
@@ -83,6 +94,7 @@ struct Sin {
 };
 
 struct Cos {
+  static constexpr bool kVectorise = false;
   template <typename T>
   static T f(T x) {
     return std::cos(x);
@@ -90,6 +102,7 @@ struct Cos {
 };
 
 struct Reciprocal {
+  static constexpr bool kVectorise = false;
   template <typename T>
   static T f(T x) {
     return T(1) / x;
@@ -101,7 +114,11 @@ void floating_kernel(const Loop& loop, ScalarType dtype) {
   loops::dispatch_floating(dtype, [&](auto tag) {
     using T = OPENREG_TYPE_OF(tag);
     using acc = loops::opmath_t<T>;
-    loop.run<T, T>([](T x) { return static_cast<T>(F::f(static_cast<acc>(x))); });
+    if constexpr (std::is_same_v<T, float> && F::kVectorise) {
+      loop.run_simd<T, T>([](float x) OPENREG_INLINE_LAMBDA { return F::f(x); });
+    } else {
+      loop.run<T, T>([](T x) { return static_cast<T>(F::f(static_cast<acc>(x))); });
+    }
   });
 }
 
