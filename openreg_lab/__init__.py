@@ -16,18 +16,24 @@ from openreg_lab import _C  # noqa: F401
 from openreg_lab._native import native_ops, native_ops_by_family, via_cpu_ops
 from openreg_lab._register import register as _register
 from openreg_lab.autocast import autocast_rules
+from openreg_lab.export import load_trace
 from openreg_lab.fallback import fallback_policy, get_fallback_policy, set_fallback_policy
+from openreg_lab.trace import Trace, TraceDroppedEventsWarning, trace
 
 _register()
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Trace",
+    "TraceDroppedEventsWarning",
     "autocast_rules",
     "fallback_policy",
     "get_fallback_policy",
+    "load_trace",
     "native_ops",
     "native_ops_by_family",
     "set_fallback_policy",
+    "trace",
     "via_cpu_ops",
 ]

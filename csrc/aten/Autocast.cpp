@@ -3,8 +3,8 @@
 // With autocast on, the dispatcher sends each call to an operator on the lists
 // below here first. The kernel (one boxed function per policy) casts the
 // floating-point openreg arguments as the policy says, each through
-// cast_argument(), then calls the operator again with autocast excluded, so the
-// call continues to autograd and the openreg kernel with the new dtypes.
+// cast_argument(), then redispatches the call past autocast, so it continues to
+// autograd and the openreg kernel with the new dtypes.
 //
 // The lists are not ours: they are the AT_FORALL_* X-macros PyTorch itself
 // uses for CUDA (ATen/autocast_mode.h), so openreg autocasts exactly the ops
@@ -14,6 +14,7 @@
 #include "aten/Autocast.h"
 
 #include "aten/Copy.h"
+#include "trace/Hooks.h"
 
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -101,7 +102,8 @@ void set_opt_dtype(const c10::FunctionSchema& schema, torch::jit::Stack& stack, 
 }
 
 template <CastPolicy P>
-void autocast_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+void autocast_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                     torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   const size_t first = stack->size() - schema.arguments().size();
   if constexpr (P == CastPolicy::Banned) {
@@ -120,8 +122,12 @@ void autocast_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::
   } else {
     set_opt_dtype(schema, *stack, first);
   }
+  // Ops this one calls are not autocast again; the call itself goes on to the
+  // next key (a redispatch, not a new call: the recorder sees one op).
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastPrivateUse1);
-  op.callBoxed(stack);
+  op.redispatchBoxed(keys & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER,
+                                                c10::DispatchKey::AutocastPrivateUse1),
+                     stack);
 }
 
 std::vector<AutocastRule> build_rules() {
@@ -206,14 +212,15 @@ at::Tensor cast_argument(const c10::FunctionSchema& op, size_t arg_index, const 
   if (!at::autocast::is_eligible(t, kDevice) || t.scalar_type() == to) {
     return t;
   }
+  const int64_t start = trace::enabled() ? trace::now_ns() : 0;
   const uint64_t copies_before = copies_on_this_thread();
   at::Tensor out = at::autocast::cached_cast(to, t, kDevice);
   // A fresh cast copies through _copy_from; a weight-cache hit copies nothing.
   const bool cache_hit = copies_on_this_thread() == copies_before;
   tls_counts.casts += 1;
   tls_counts.cache_hits += cache_hit ? 1 : 0;
-  (void)op;
-  (void)arg_index;
+  trace::record_cast(start, op, arg_index, t.device(), t.scalar_type(), to,
+                     static_cast<int64_t>(out.nbytes()), cache_hit);
   return out;
 }
 

@@ -10,7 +10,9 @@
 // computes, and the results come back.
 
 #include "aten/FallbackPolicy.h"
+#include "trace/Hooks.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <c10/core/DeviceGuard.h>
@@ -18,6 +20,11 @@
 
 namespace openreg {
 namespace {
+
+// The op's schema, for the recorder's fallback event.
+const c10::FunctionSchema& schema_of(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").schema();
+}
 
 void check_same_device(const at::Tensor& input, const at::Tensor& other, const char* what) {
   TORCH_CHECK(input.device() == other.device(),
@@ -31,6 +38,9 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
                                     bool transposed, c10::IntArrayRef output_padding,
                                     int64_t groups) {
   check_fallback_allowed(c10::OperatorName("aten::convolution_overrideable", ""));
+  static const c10::FunctionSchema& schema = schema_of("aten::convolution_overrideable");
+  trace::FallbackScope traced(schema);
+  trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
   check_same_device(input, weight, "weight");
   if (bias.has_value() && bias->defined()) {
     check_same_device(input, *bias, "bias");
@@ -50,6 +60,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
     c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
   check_fallback_allowed(c10::OperatorName("aten::convolution_backward_overrideable", ""));
+  static const c10::FunctionSchema& schema = schema_of("aten::convolution_backward_overrideable");
+  trace::FallbackScope traced(schema);
+  trace::InternalScope internal;
   check_same_device(input, weight, "weight");
   check_same_device(input, grad_output, "grad_output");
   c10::DeviceGuard guard(input.device());

@@ -6,6 +6,7 @@
 
 #include "aten/HostView.h"
 #include "aten/Registration.h"
+#include "trace/Hooks.h"
 
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
@@ -29,8 +30,13 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
   TORCH_CHECK(dst.device().is_cpu() || on_openreg(dst), "copy from openreg to ", dst.device(),
               " is not supported: move the tensor to cpu first");
   c10::OptionalDeviceGuard guard(on_openreg(dst) ? dst.device() : self.device());
-  host_view(dst).copy_(host_view(self));
+  const int64_t start = trace::enabled() ? trace::now_ns() : 0;
+  {
+    trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
+    host_view(dst).copy_(host_view(self));
+  }
   ++tls_copies;
+  trace::record_copy(start, self.device(), dst.device(), static_cast<int64_t>(dst.nbytes()));
   return dst;
 }
 

@@ -22,6 +22,7 @@
 #include "aten/HostView.h"
 #include "runtime/Device.h"
 #include "runtime/Generator.h"
+#include "trace/Hooks.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
@@ -136,6 +137,8 @@ class Fallback {
 
   void run() {
     check_fallback_allowed(schema_.operator_name());
+    trace::FallbackScope traced(schema_);
+    trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
     find_device();
     aliasing_ = returns_views();
     c10::OptionalDeviceGuard guard(device_);

@@ -4,6 +4,7 @@
 #include "aten/Autocast.h"
 #include "aten/Copy.h"
 #include "aten/FallbackPolicy.h"
+#include "python/Trace.h"
 #include "runtime/Device.h"
 #include "runtime/DeviceAllocator.h"
 #include "runtime/Generator.h"
@@ -95,4 +96,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_fallback_policy", [](const std::string& name) {
     openreg::set_fallback_policy(openreg::parse_fallback_policy(name));
   });
+
+  openreg::python::bind_trace(m);
 }

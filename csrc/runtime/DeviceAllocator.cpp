@@ -1,6 +1,7 @@
 #include "runtime/DeviceAllocator.h"
 
 #include "runtime/Device.h"
+#include "trace/Hooks.h"
 
 #include <c10/util/Exception.h>
 
@@ -71,6 +72,12 @@ struct DeviceMemory {
 using c10::CachingAllocator::StatArray;
 using c10::CachingAllocator::StatType;
 
+// Bytes in blocks handed out on `dev` (what the recorder's alloc/free events
+// report as the running total).
+int64_t allocated_bytes(const DeviceMemory& dev) {
+  return dev.stats.allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
+}
+
 // Adds (or removes) `amount` to `stat` for the aggregate and for the pool a
 // block of `block_size` bytes belongs to (small below 1 MiB, as on CUDA).
 void update(StatArray& stat, size_t amount, size_t block_size, bool increase) {
@@ -114,6 +121,8 @@ class Memory {
     update(dev.stats.allocated_bytes, size, size, true);
     update(dev.stats.active_bytes, size, size, true);
     update(dev.stats.requested_bytes, nbytes, size, true);
+    trace::record_memory(trace::Kind::Alloc, device, static_cast<int64_t>(nbytes),
+                         allocated_bytes(dev));
     return block;
   }
 
@@ -126,6 +135,8 @@ class Memory {
     update(dev.stats.allocated_bytes, block->size, block->size, false);
     update(dev.stats.active_bytes, block->size, block->size, false);
     update(dev.stats.requested_bytes, block->requested, block->size, false);
+    trace::record_memory(trace::Kind::Free, block->device, static_cast<int64_t>(block->requested),
+                         allocated_bytes(dev));
     dev.cache.emplace(block->size, block);
   }
 

@@ -1,0 +1,141 @@
+// Python face of the recorder (csrc/trace/): open and close sessions, hand the
+// events over as bytes (numpy reads them in place, see
+// openreg_lab/_events.py), and tell the recorder where user code called from.
+
+#include "python/Trace.h"
+
+#include "trace/Hooks.h"
+#include "trace/Intern.h"
+#include "trace/OpObserver.h"
+#include "trace/Recorder.h"
+
+#include <frameobject.h>
+
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace openreg::python {
+namespace {
+
+// Files whose frames are not "the user's code" (torch, the standard
+// library); and per code object, whether it is one of them. Guarded by the
+// GIL: only read with the GIL held.
+std::vector<std::string> g_skip_prefixes;
+std::unordered_map<PyCodeObject*, bool> g_skip_code;
+std::unordered_map<PyCodeObject*, std::unordered_map<int, uint32_t>> g_lines;
+
+bool skipped(PyCodeObject* code) {
+  auto [it, inserted] = g_skip_code.try_emplace(code, false);
+  if (inserted) {
+    const char* file = PyUnicode_AsUTF8(code->co_filename);
+    if (file == nullptr) {
+      PyErr_Clear();
+      it->second = true;
+    } else {
+      const std::string_view f(file);
+      for (const std::string& prefix : g_skip_prefixes) {
+        it->second |= f.substr(0, prefix.size()) == prefix;
+      }
+      it->second |= !f.empty() && f.front() == '<' && f.substr(0, 7) != "<ipytho";
+    }
+  }
+  return it->second;
+}
+
+uint32_t source_of(PyCodeObject* code, int line) {
+  auto [it, inserted] = g_lines[code].try_emplace(line, 0);
+  if (inserted) {
+    const char* file = PyUnicode_AsUTF8(code->co_filename);
+    if (file == nullptr) {
+      PyErr_Clear();
+      file = "?";
+    }
+    it->second = trace::intern(std::string(file) + ":" + std::to_string(line));
+  }
+  return it->second;
+}
+
+// The innermost frame of the calling thread outside torch and the standard
+// library, as "file:line". torch releases the GIL while an op runs, so this
+// takes it back; threads without a Python thread state (the autograd
+// engine's) have no user frame to report.
+//
+// Deadlock freedom: the recorder calls this with the thread's buffer locked.
+// Nothing that holds the GIL waits for another thread's buffer: opening and
+// closing a session release the GIL first (below).
+uint32_t python_source() {
+  if (Py_IsInitialized() == 0 || PyGILState_GetThisThreadState() == nullptr) {
+    return 0;
+  }
+  const PyGILState_STATE gil = PyGILState_Ensure();
+  uint32_t found = 0;
+  PyFrameObject* frame = PyThreadState_GetFrame(PyThreadState_Get());
+  while (frame != nullptr && found == 0) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    if (!skipped(code)) {
+      found = source_of(code, PyFrame_GetLineNumber(frame));
+    }
+    Py_DECREF(code);
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  Py_XDECREF(frame);
+  PyGILState_Release(gil);
+  return found;
+}
+
+py::dict close(uint64_t id) {
+  trace::SessionResult r;
+  {
+    py::gil_scoped_release no_gil;  // see python_source()
+    r = trace::close_session(id);
+  }
+  py::list threads;
+  for (const trace::ThreadEvents& t : r.threads) {
+    py::dict d;
+    d["thread"] = t.thread;
+    d["os_thread"] = t.os_thread;
+    d["first"] = t.first;
+    d["events"] = py::bytes(reinterpret_cast<const char*>(t.events.data()),
+                            t.events.size() * sizeof(trace::Event));
+    d["pool"] =
+        py::bytes(reinterpret_cast<const char*>(t.pool.data()), t.pool.size() * sizeof(int64_t));
+    threads.append(d);
+  }
+  py::dict out;
+  out["threads"] = threads;
+  out["dropped"] = r.dropped;
+  out["capacity"] = r.capacity;
+  return out;
+}
+
+}  // namespace
+
+void bind_trace(py::module_& m) {
+  trace::install_op_observer();
+  trace::set_source_provider(&python_source);
+
+  m.def(
+      "_trace_open",
+      [](uint64_t capacity, bool record_shapes, bool stack, std::vector<std::string> skip) {
+        g_skip_prefixes = std::move(skip);
+        g_skip_code.clear();  // code objects may have been freed and reused
+        g_lines.clear();
+        py::gil_scoped_release no_gil;  // see python_source()
+        return trace::open_session(capacity, {record_shapes, stack});
+      },
+      py::arg("capacity"), py::arg("record_shapes"), py::arg("stack"), py::arg("skip_prefixes"));
+  m.def("_trace_close", &close, py::arg("id"));
+  m.def("_trace_is_open", &trace::session_open, py::arg("id"));
+  m.def("_trace_enabled", &trace::enabled);
+  m.def("_trace_strings", &trace::interned_strings);
+  m.def("_trace_mark", [](const std::string& name) { trace::record_mark(name); });
+  m.def("_trace_event_size", [] { return sizeof(trace::Event); });
+}
+
+}  // namespace openreg::python

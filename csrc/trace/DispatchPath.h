@@ -1,0 +1,51 @@
+#pragma once
+
+// Note [Reading the dispatch path]
+// The path of a call (the dispatch keys whose kernels handle it, outermost
+// first) is what the dispatcher itself computes: the key set of the tensor
+// arguments, plus the thread's included keys, minus its excluded keys, walked
+// from the highest priority key down, skipping keys whose kernel for this
+// operator is a fallthrough. Autograd, autocast, ADInplaceOrView and
+// BackendSelect kernels pass the call on to the next key; a composite
+// (CompositeImplicitAutograd "math", CompositeExplicitAutograd "default
+// backend") kernel or the backend's own kernel ends it. The kernels come from
+// the operator's computed dispatch table, read once per operator.
+
+#include <ATen/core/operator_name.h>
+#include <c10/core/DispatchKeySet.h>
+
+#include <cstdint>
+#include <memory>
+
+namespace openreg::trace {
+
+struct Resolution {
+  uint32_t path;  // interned "AutogradPrivateUse1 > PrivateUse1"
+  int8_t kernel;  // Kernel: what the last key runs for openreg
+};
+
+// The last few key sets one thread resolved for one operator.
+struct ResolutionCache {
+  struct Entry {
+    c10::DispatchKeySet keys;
+    Resolution resolution;
+  };
+  Entry entries[4] = {};
+  int size = 0;
+};
+
+// The dispatch decisions of one operator, computed from its table. Immutable
+// once read, so threads share it.
+class OperatorTable {
+ public:
+  static std::unique_ptr<OperatorTable> read(const c10::OperatorName& name);
+  Resolution resolve(c10::DispatchKeySet keys, ResolutionCache& cache) const;
+
+ private:
+  enum class Entry : uint8_t { Missing, Fallthrough, Kernel, Math, DefaultBackend, Fallback };
+  Entry entry(c10::DispatchKey key) const;
+
+  std::unique_ptr<Entry[]> entries_;  // by DispatchKey value
+};
+
+}  // namespace openreg::trace

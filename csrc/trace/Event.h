@@ -1,0 +1,62 @@
+#pragma once
+
+// The recorder's one record type. Every decision point of the backend appends
+// fixed-size Events to its thread's buffer (Recorder.h); Python reads the
+// buffers as a numpy structured array whose layout mirrors this struct
+// (openreg_lab/_events.py), so the two must change together.
+
+#include <cstdint>
+
+namespace openreg::trace {
+
+enum class Kind : int8_t {
+  Op = 0,        // an operator call that reached openreg (RecordFunction)
+  Backward = 1,  // an autograd node running; its ops are its children
+  Fallback = 2,  // the CPU side of a fallen-back op; its copies are children
+  Copy = 3,      // bytes moved by _copy_from (H2D, D2H or D2D)
+  Cast = 4,      // one autocast cast of one argument
+  Alloc = 5,     // a device allocation
+  Free = 6,      // a device free
+  Mark = 7,      // an instant: something changed (e.g. a coverage profile)
+};
+
+enum class Kernel : int8_t {
+  None = 0,
+  Native = 1,     // a kernel registered for PrivateUse1 ran
+  Fallback = 2,   // the boxed CPU fallback ran
+  Composite = 3,  // decomposed into other ops (its children)
+};
+
+// Device codes in src/dst/device: an openreg index, or one of these.
+constexpr int8_t kCpu = -1;
+constexpr int8_t kNoDevice = -2;
+
+enum Flags : uint8_t {
+  kCacheHit = 1,  // Cast: served by autocast's weight cache, nothing copied
+};
+
+struct Event {
+  int64_t start_ns;   // steady clock (Clock.h)
+  int64_t dur_ns;     // 0 for instants and events still open at export
+  int64_t bytes;      // Copy/Cast/Alloc/Free: bytes; otherwise 0
+  int64_t seq;        // Op/Backward: autograd sequence number (-1: none);
+                      // Alloc/Free: bytes allocated on the device afterwards
+  int32_t parent;     // index of the enclosing event in the same buffer, -1
+  uint32_t name;      // interned (Intern.h): "aten::add.Tensor", "H2D", ...
+  uint32_t dispatch;  // interned dispatch path of an Op; Cast: the argument
+  uint32_t source;    // interned "file:line" of the user's call (stack=True)
+  uint32_t shapes;    // 1 + offset of the Op's shapes in the pool, 0: none
+  uint32_t reserved;  // keeps the record at 64 bytes
+  int8_t kind;
+  int8_t kernel;
+  int8_t device;
+  int8_t src;
+  int8_t dst;
+  int8_t from_dtype;  // c10::ScalarType, -1: none
+  int8_t to_dtype;
+  uint8_t flags;
+};
+
+static_assert(sizeof(Event) == 64, "Event must stay 64 bytes (see openreg_lab/_events.py)");
+
+}  // namespace openreg::trace

@@ -1,0 +1,143 @@
+#include "trace/Hooks.h"
+
+#include "trace/OpNames.h"
+
+namespace openreg::trace {
+
+void FallbackScope::begin(const c10::FunctionSchema& op) {
+  Writer w;
+  if (!w) {
+    return;
+  }
+  const int32_t owner = w.innermost();
+  if (owner >= 0 && w->events[owner].kind == static_cast<int8_t>(Kind::Op)) {
+    w->events[owner].kernel = static_cast<int8_t>(Kernel::Fallback);
+  }
+  Event e{};
+  e.start_ns = now_ns();
+  e.kind = static_cast<int8_t>(Kind::Fallback);
+  e.kernel = static_cast<int8_t>(Kernel::Fallback);
+  e.name = op_name_id(op);
+  e.device = kNoDevice;
+  e.src = e.dst = kNoDevice;
+  e.from_dtype = e.to_dtype = -1;
+  e.seq = -1;
+  index_ = w.append(e);
+  if (index_ >= 0) {
+    w->scopes.push_back(index_);
+    generation_ = w->generation;
+  }
+}
+
+void FallbackScope::end() {
+  Writer w;
+  if (!w || w->generation != generation_) {
+    return;
+  }
+  w->events[index_].dur_ns = now_ns() - w->events[index_].start_ns;
+  if (!w->scopes.empty() && w->scopes.back() == index_) {
+    w->scopes.pop_back();
+  }
+}
+
+namespace {
+
+Event instant(Kind kind, int64_t start_ns) {
+  Event e{};
+  e.start_ns = start_ns;
+  e.kind = static_cast<int8_t>(kind);
+  e.device = e.src = e.dst = kNoDevice;
+  e.from_dtype = e.to_dtype = -1;
+  e.seq = -1;
+  return e;
+}
+
+uint32_t direction(c10::Device src, c10::Device dst) {
+  static const uint32_t h2d = intern("H2D");
+  static const uint32_t d2h = intern("D2H");
+  static const uint32_t d2d = intern("D2D");
+  if (src.is_cpu()) {
+    return h2d;
+  }
+  return dst.is_cpu() ? d2h : d2d;
+}
+
+}  // namespace
+
+void record_copy(int64_t start_ns, c10::Device src, c10::Device dst, int64_t bytes) {
+  if (!enabled()) {
+    return;
+  }
+  const int64_t end = now_ns();
+  Writer w;
+  if (!w) {
+    return;
+  }
+  Event e = instant(Kind::Copy, start_ns);
+  e.dur_ns = end - start_ns;
+  e.name = direction(src, dst);
+  e.bytes = bytes;
+  e.src = device_code(src);
+  e.dst = device_code(dst);
+  e.device = dst.is_cpu() ? e.src : e.dst;
+  w.append(e);
+}
+
+void record_cast(int64_t start_ns, const c10::FunctionSchema& op, size_t arg_index,
+                 c10::Device device, at::ScalarType from, at::ScalarType to, int64_t bytes,
+                 bool cache_hit) {
+  if (!enabled()) {
+    return;
+  }
+  const int64_t end = now_ns();
+  const uint32_t name = op_name_id(op);
+  const uint32_t argument = intern(op.arguments()[arg_index].name());
+  Writer w;
+  if (!w) {
+    return;
+  }
+  Event e = instant(Kind::Cast, start_ns);
+  e.dur_ns = end - start_ns;
+  e.name = name;
+  e.dispatch = argument;
+  e.bytes = bytes;
+  e.device = device_code(device);
+  e.from_dtype = static_cast<int8_t>(from);
+  e.to_dtype = static_cast<int8_t>(to);
+  e.flags = cache_hit ? kCacheHit : 0;
+  w.append(e);
+}
+
+void record_memory(Kind kind, c10::DeviceIndex device, int64_t bytes, int64_t total) {
+  if (!enabled()) {
+    return;
+  }
+  static const uint32_t alloc = intern("alloc");
+  static const uint32_t free = intern("free");
+  Writer w;
+  if (!w) {
+    return;
+  }
+  Event e = instant(kind, now_ns());
+  e.name = kind == Kind::Alloc ? alloc : free;
+  e.bytes = bytes;
+  e.seq = total;
+  e.device = static_cast<int8_t>(device);
+  w.append(e);
+}
+
+void record_mark(std::string_view name) {
+  if (!enabled()) {
+    return;
+  }
+  const uint32_t id = intern(name);
+  Writer w;
+  if (!w) {
+    return;
+  }
+  Event e = instant(Kind::Mark, now_ns());
+  e.name = id;
+  w.append(e);
+}
+
+}  // namespace openreg::trace

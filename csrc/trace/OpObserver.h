@@ -1,0 +1,20 @@
+#pragma once
+
+// Op and Backward events come from PyTorch's RecordFunction: the dispatcher
+// announces every operator call at its entry, and autograd every node it
+// runs. OpObserver.cpp adds one global callback while a trace is open
+// (nothing when none is) and keeps the calls that reach openreg.
+
+#include <cstdint>
+
+namespace openreg::trace {
+
+// Registers the observer's lifecycle with the recorder (call once at import).
+void install_op_observer();
+
+// Where the user's code called from, as an interned "file:line" (0 when
+// unknown). The Python bindings provide it: the recorder knows no Python.
+using SourceProvider = uint32_t (*)();
+void set_source_provider(SourceProvider provider);
+
+}  // namespace openreg::trace

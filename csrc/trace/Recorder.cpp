@@ -1,0 +1,211 @@
+#include "trace/Recorder.h"
+
+#include <c10/util/Exception.h>
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+
+namespace openreg::trace {
+
+std::atomic<bool> g_enabled{false};
+
+namespace {
+
+struct Session {
+  uint64_t capacity;
+  Options options;
+  uint64_t dropped_at_open;
+  std::map<const ThreadBuffer*, size_t> start;  // buffer length when opened
+};
+
+// The recording shared by all open sessions: Note [One recording, many sessions].
+struct Recording {
+  std::mutex mutex;  // guards everything below but the atomics
+  std::atomic<uint64_t> generation{1};
+  std::atomic<uint64_t> used{0};
+  std::atomic<uint64_t> budget{0};
+  std::atomic<uint64_t> dropped{0};
+  // The union of the open sessions' options, read by writers without the lock.
+  std::atomic<bool> record_shapes{false};
+  std::atomic<bool> stack{false};
+  std::vector<std::shared_ptr<ThreadBuffer>> buffers;
+  std::map<uint64_t, Session> sessions;
+  uint64_t next_session = 1;
+  void (*on_start)() = nullptr;
+  void (*on_stop)() = nullptr;
+};
+
+Recording& recording() {
+  static auto* r = new Recording();  // leaked: threads may write until exit
+  return *r;
+}
+
+thread_local std::shared_ptr<ThreadBuffer> tls_buffer;
+
+ThreadBuffer* register_thread(Recording& r, uint64_t generation) {
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (r.generation.load() != generation || !g_enabled.load()) {
+    return nullptr;
+  }
+  auto b = std::make_shared<ThreadBuffer>();
+  b->generation = generation;
+  b->thread = static_cast<int32_t>(r.buffers.size());
+  b->os_thread = static_cast<uint64_t>(::syscall(SYS_gettid));
+  b->events.reserve(std::min<uint64_t>(r.budget.load(), 1 << 16));
+  b->open.reserve(64);
+  r.buffers.push_back(b);
+  tls_buffer = b;
+  return b.get();
+}
+
+void merge_options(Recording& r) {
+  Options o;
+  for (const auto& [id, s] : r.sessions) {
+    o.record_shapes |= s.options.record_shapes;
+    o.stack |= s.options.stack;
+  }
+  r.record_shapes = o.record_shapes;
+  r.stack = o.stack;
+}
+
+}  // namespace
+
+Writer::Writer() {
+  Recording& r = recording();
+  const uint64_t generation = r.generation.load(std::memory_order_acquire);
+  ThreadBuffer* b = tls_buffer.get();
+  if (b == nullptr || b->generation != generation) {
+    b = register_thread(r, generation);
+    if (b == nullptr) {
+      return;
+    }
+  }
+  lock_ = std::unique_lock<std::mutex>(b->mutex);
+  // The recording may have ended (and cleared this buffer) since the check.
+  if (r.generation.load(std::memory_order_acquire) != b->generation) {
+    lock_.unlock();
+    return;
+  }
+  buffer_ = b;
+}
+
+Options Writer::options() const noexcept {
+  const Recording& r = recording();
+  return {r.record_shapes.load(std::memory_order_relaxed), r.stack.load(std::memory_order_relaxed)};
+}
+
+int32_t Writer::innermost() const noexcept {
+  int32_t op = -1;
+  for (auto it = buffer_->open.rbegin(); it != buffer_->open.rend(); ++it) {
+    if (it->index >= 0) {
+      op = it->index;
+      break;
+    }
+  }
+  const int32_t scope = buffer_->scopes.empty() ? -1 : buffer_->scopes.back();
+  return std::max(op, scope);  // the later of the two is the inner one
+}
+
+int32_t Writer::append(Event e) {
+  Recording& r = recording();
+  if (r.used.fetch_add(1, std::memory_order_relaxed) >= r.budget.load(std::memory_order_relaxed)) {
+    r.dropped.fetch_add(1, std::memory_order_relaxed);
+    return -1;
+  }
+  e.parent = innermost();
+  buffer_->events.push_back(e);
+  return static_cast<int32_t>(buffer_->events.size() - 1);
+}
+
+void set_lifecycle_hooks(void (*on_start)(), void (*on_stop)()) {
+  Recording& r = recording();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.on_start = on_start;
+  r.on_stop = on_stop;
+}
+
+uint64_t open_session(uint64_t capacity, Options options) {
+  TORCH_CHECK_VALUE(capacity > 0, "trace capacity must be a positive number of events, got 0");
+  Recording& r = recording();
+  void (*start_hook)() = nullptr;
+  uint64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    const bool first = r.sessions.empty();
+    if (first) {
+      r.used = 0;
+      r.dropped = 0;
+      r.budget = 0;
+    }
+    Session s{capacity, options, r.dropped.load(), {}};
+    for (const auto& b : r.buffers) {
+      std::lock_guard<std::mutex> block(b->mutex);
+      s.start[b.get()] = b->events.size();
+    }
+    r.budget = std::max(r.budget.load(), r.used.load() + capacity);
+    id = r.next_session++;
+    r.sessions.emplace(id, std::move(s));
+    merge_options(r);
+    if (first) {
+      g_enabled.store(true);
+      start_hook = r.on_start;
+    }
+  }
+  if (start_hook != nullptr) {
+    start_hook();
+  }
+  return id;
+}
+
+bool session_open(uint64_t id) {
+  Recording& r = recording();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return r.sessions.count(id) != 0;
+}
+
+SessionResult close_session(uint64_t id) {
+  Recording& r = recording();
+  SessionResult out;
+  void (*stop_hook)() = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    auto it = r.sessions.find(id);
+    TORCH_CHECK(it != r.sessions.end(), "trace session ", id, " is not open");
+    const Session& s = it->second;
+    out.capacity = s.capacity;
+    out.options = s.options;
+    out.dropped = r.dropped.load() - s.dropped_at_open;
+    for (const auto& b : r.buffers) {
+      std::lock_guard<std::mutex> block(b->mutex);
+      auto found = s.start.find(b.get());
+      const size_t first = found == s.start.end() ? 0 : found->second;
+      ThreadEvents t{b->thread, b->os_thread, static_cast<int64_t>(first), {}, b->pool};
+      t.events.assign(b->events.begin() + static_cast<std::ptrdiff_t>(first), b->events.end());
+      out.threads.push_back(std::move(t));
+    }
+    r.sessions.erase(it);
+    merge_options(r);
+    if (r.sessions.empty()) {
+      g_enabled.store(false);
+      r.generation.fetch_add(1, std::memory_order_release);
+      for (const auto& b : r.buffers) {
+        std::lock_guard<std::mutex> block(b->mutex);
+        b->events = {};
+        b->pool = {};
+        b->open.clear();
+        b->scopes.clear();
+      }
+      r.buffers.clear();
+      stop_hook = r.on_stop;
+    }
+  }
+  if (stop_hook != nullptr) {
+    stop_hook();
+  }
+  return out;
+}
+
+}  // namespace openreg::trace

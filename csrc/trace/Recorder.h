@@ -1,0 +1,113 @@
+#pragma once
+
+// The recorder: an on/off switch, per-thread append-only buffers of Events,
+// and the sessions (one per Python `trace()`) that read them.
+//
+// Note [One recording, many sessions]
+// While at least one session is open, every thread that reaches a decision
+// point appends to its own buffer (registered on first use, under a lock
+// taken once per thread). A session is a window over those buffers: it
+// remembers each buffer's length when it opened and, when it closes, takes
+// the events appended since. Nested traces and traces opened by two threads
+// at once therefore see the same events in the overlap, recorded once. The
+// buffers are cleared when the last session closes; a generation number makes
+// late writers from before that point drop their event instead of writing
+// into the next recording.
+//
+// Capacity: a recording accepts events while fewer than its budget have been
+// appended (the largest capacity asked by an open session); the rest are
+// counted as dropped, never silently lost. Each session also keeps at most its
+// own capacity and counts the excess as dropped.
+//
+// Cost: when no session is open each decision point pays one relaxed atomic
+// load (enabled()). When on, an event is a lock of the thread's own,
+// uncontended mutex and a 64-byte append.
+
+#include "trace/Event.h"
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace openreg::trace {
+
+extern std::atomic<bool> g_enabled;
+
+inline bool enabled() noexcept {
+  return g_enabled.load(std::memory_order_relaxed);
+}
+
+struct Options {
+  bool record_shapes = false;
+  bool stack = false;
+};
+
+// An open Op or Backward event, matched to its end by the RecordFunction
+// handle. index is -1 when the event was dropped.
+struct OpenEvent {
+  int32_t index;
+  uint64_t handle;
+};
+
+struct ThreadBuffer {
+  std::mutex mutex;
+  uint64_t generation = 0;
+  int32_t thread = 0;      // 0, 1, 2, ... in order of first event
+  uint64_t os_thread = 0;  // gettid()
+  std::vector<Event> events;
+  std::vector<int64_t> pool;    // shapes and dtypes of Op arguments
+  std::vector<OpenEvent> open;  // Op/Backward events not ended yet
+  std::vector<int32_t> scopes;  // open Fallback events
+};
+
+// The calling thread's buffer, locked; false when no recording is on (or it
+// ended while this thread was getting here).
+class Writer {
+ public:
+  Writer();
+  explicit operator bool() const noexcept {
+    return buffer_ != nullptr;
+  }
+  ThreadBuffer* operator->() const noexcept {
+    return buffer_;
+  }
+  Options options() const noexcept;
+
+  // Appends `e` (parent = innermost open Op/Backward/Fallback). Returns its
+  // index, or -1 if the recording is full (counted as dropped).
+  int32_t append(Event e);
+  int32_t innermost() const noexcept;
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+  ThreadBuffer* buffer_ = nullptr;
+};
+
+// Events of one thread inside a session's window.
+struct ThreadEvents {
+  int32_t thread;
+  uint64_t os_thread;
+  int64_t first;  // buffer index of events[0] (parents are buffer indices)
+  std::vector<Event> events;
+  std::vector<int64_t> pool;
+};
+
+struct SessionResult {
+  std::vector<ThreadEvents> threads;
+  uint64_t dropped = 0;  // by the recording while the session was open
+  uint64_t capacity = 0;
+  Options options;
+};
+
+uint64_t open_session(uint64_t capacity, Options options);
+SessionResult close_session(uint64_t id);
+bool session_open(uint64_t id);
+
+// Called when the first session opens / the last one closes (OpObserver.cpp
+// adds and removes its RecordFunction callback here).
+void set_lifecycle_hooks(void (*on_start)(), void (*on_stop)());
+
+}  // namespace openreg::trace

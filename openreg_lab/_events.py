@@ -1,0 +1,139 @@
+"""The recorder's raw records, as numpy sees them.
+
+``EVENT_DTYPE`` mirrors ``struct Event`` in ``csrc/trace/Event.h`` field for field (64 bytes); the
+two change together. ``merge`` turns the per-thread buffers handed over by ``_C._trace_close`` into
+one table of columns ordered by start time, with ids and parent ids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+EVENT_DTYPE = np.dtype(
+    [
+        ("start_ns", "<i8"),
+        ("dur_ns", "<i8"),
+        ("bytes", "<i8"),
+        ("seq", "<i8"),
+        ("parent", "<i4"),
+        ("name", "<u4"),
+        ("dispatch", "<u4"),
+        ("source", "<u4"),
+        ("shapes", "<u4"),
+        ("reserved", "<u4"),
+        ("kind", "i1"),
+        ("kernel", "i1"),
+        ("device", "i1"),
+        ("src", "i1"),
+        ("dst", "i1"),
+        ("from_dtype", "i1"),
+        ("to_dtype", "i1"),
+        ("flags", "u1"),
+    ]
+)
+assert EVENT_DTYPE.itemsize == 64
+
+KINDS = ("op", "backward", "fallback", "copy", "cast", "alloc", "free", "mark")
+KERNELS = ("", "native", "fallback", "composite")
+CPU, NO_DEVICE = -1, -2
+CACHE_HIT = 1
+
+# c10::ScalarType codes -> names ("float32"), for the dtype columns.
+_SCALAR_TYPES = [
+    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16, torch.float32,
+    torch.float64, torch.complex32, torch.complex64, torch.complex128, torch.bool, torch.qint8,
+    torch.quint8, torch.qint32, torch.bfloat16,
+]  # fmt: skip
+
+
+def dtype_name(code: int) -> str | None:
+    """The name of c10::ScalarType ``code`` ("float32"), None for -1."""
+    if code < 0:
+        return None
+    if code < len(_SCALAR_TYPES):
+        return str(_SCALAR_TYPES[code]).removeprefix("torch.")
+    return f"scalar_type_{code}"
+
+
+def device_name(code: int) -> str | None:
+    """ "openreg:1", "cpu", or None for a device code of the recorder."""
+    if code == CPU:
+        return "cpu"
+    if code == NO_DEVICE:
+        return None
+    return f"openreg:{code}"
+
+
+@dataclass
+class Columns:
+    """All events of one trace, one numpy array per field, ordered by start time (id = row)."""
+
+    fields: dict[str, np.ndarray]  # EVENT_DTYPE fields, plus id, parent (trace ids), thread
+    pool: np.ndarray  # int64 shapes pool; the "shapes" field is an offset into it, -1: none
+    strings: list[str]  # interned strings, indexed by the name/dispatch/source fields
+    threads: dict[int, int]  # thread index -> OS thread id
+
+    def __len__(self) -> int:
+        return len(self.fields["id"])
+
+
+def merge(raw: dict[str, Any], strings: list[str]) -> tuple[Columns, int]:
+    """Merge ``_C._trace_close``'s per-thread buffers; return the columns and events cut by capacity."""
+    parts, pools, threads = [], [], {}
+    pool_offset = 0
+    row_offset = 0
+    for t in raw["threads"]:
+        ev = np.frombuffer(t["events"], dtype=EVENT_DTYPE)
+        pool = np.frombuffer(t["pool"], dtype=np.int64)
+        first = t["first"]
+        n = len(ev)
+        part = {name: ev[name] for name in EVENT_DTYPE.names}
+        local_parent = ev["parent"].astype(np.int64)
+        inside = local_parent >= first
+        part["parent"] = np.where(inside, local_parent - first + row_offset, -1)
+        part["shapes"] = np.where(ev["shapes"] > 0, ev["shapes"].astype(np.int64) - 1 + pool_offset, -1)
+        part["thread"] = np.full(n, t["thread"], dtype=np.int32)
+        part["order"] = np.arange(n, dtype=np.int64)
+        parts.append(part)
+        pools.append(pool)
+        threads[t["thread"]] = t["os_thread"]
+        pool_offset += len(pool)
+        row_offset += n
+    names = [*EVENT_DTYPE.names, "thread", "order"]
+    if parts:
+        cat = {k: np.concatenate([p[k] for p in parts]) for k in names}
+    else:
+        cat = {k: np.zeros(0, dtype=EVENT_DTYPE[k] if k in EVENT_DTYPE.names else np.int64) for k in names}
+        cat["parent"] = np.zeros(0, dtype=np.int64)
+        cat["shapes"] = np.zeros(0, dtype=np.int64)
+    # Order by start time; a parent starts no later than its children, and on
+    # a tie its buffer position (order) keeps it first.
+    perm = np.lexsort((cat["order"], cat["thread"], cat["start_ns"]))
+    cut = max(0, len(perm) - int(raw["capacity"]))
+    if cut:
+        perm = perm[: int(raw["capacity"])]
+    new_id = np.full(row_offset, -1, dtype=np.int64)
+    new_id[perm] = np.arange(len(perm))
+    fields = {k: cat[k][perm] for k in names if k != "order"}
+    old_parent = fields["parent"]
+    fields["parent"] = np.where(old_parent >= 0, new_id[np.maximum(old_parent, 0)], -1)
+    fields["id"] = np.arange(len(perm), dtype=np.int64)
+    pool = np.concatenate(pools) if pools else np.zeros(0, dtype=np.int64)
+    return Columns(fields, pool, strings, threads), cut
+
+
+def decode_shapes(pool: np.ndarray, offset: int) -> tuple[list[list[int]], list[str | None]]:
+    """The shapes and dtypes of one op's tensor arguments, from the pool at ``offset``."""
+    count = int(pool[offset])
+    i = offset + 1
+    shapes, dtypes = [], []
+    for _ in range(count):
+        dtype, ndim = int(pool[i]), int(pool[i + 1])
+        shapes.append([int(s) for s in pool[i + 2 : i + 2 + ndim]])
+        dtypes.append(dtype_name(dtype))
+        i += 2 + ndim
+    return shapes, dtypes

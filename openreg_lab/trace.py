@@ -1,0 +1,280 @@
+"""``trace()``: record what the openreg backend did, and read it as tables.
+
+::
+
+    with openreg_lab.trace(record_shapes=True, stack=True) as t:
+        loss = model(x).sum()
+        loss.backward()
+    t.summary()     # one row per op: calls, native/fallback/composite, time, bytes moved
+    t.fallbacks()   # ops that ran on CPU, ranked by time including their copies
+    t.copies()      # every H2D / D2H / D2D copy and the op that caused it
+    t.casts()       # every autocast cast
+    t.events        # every event
+
+The events are recorded in C++ (``csrc/trace/``) while the ``with`` block runs, on every thread,
+and handed to Python when it ends.
+"""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+import time
+import warnings
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+import torch
+
+from openreg_lab import _C, _events
+
+if TYPE_CHECKING:
+    from openreg_lab._events import Columns
+
+DEFAULT_CAPACITY = 1_000_000
+
+EVENT_COLUMNS = [
+    "id", "parent", "kind", "name", "kernel", "dispatch", "device", "thread", "start_ns", "dur_ns",
+    "bytes", "src", "dst", "from_dtype", "to_dtype", "shapes", "dtypes", "source",
+    "seq", "forward", "argument", "cache_hit", "total",
+]  # fmt: skip
+
+
+class TraceDroppedEventsWarning(UserWarning):
+    """A trace filled up: some events were not recorded (see ``Trace.dropped``)."""
+
+
+def trace(*, record_shapes: bool = False, stack: bool = False, capacity: int = DEFAULT_CAPACITY) -> Trace:
+    """Record the openreg backend's events while a ``with`` block runs.
+
+    Args:
+        record_shapes: also record the shapes and dtypes of each op's tensor arguments.
+        stack: give each top-level op the ``file:line`` of the user code that called it.
+        capacity: the most events to keep; the rest are counted in ``Trace.dropped`` and a
+            ``TraceDroppedEventsWarning`` says so when the block ends.
+
+    Traces may nest and may be opened from several threads at once: each sees every event
+    recorded while it is open, on any thread.
+    """
+    return Trace(record_shapes=record_shapes, stack=stack, capacity=capacity)
+
+
+def _skip_prefixes() -> list[str]:
+    """Files that are not the user's code, for ``stack=True``: torch and the standard library."""
+    prefixes = [os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.__file__) + os.sep]
+    prefixes.append(os.path.dirname(os.path.abspath(__file__)) + os.sep + "trace.py")
+    purelib = sysconfig.get_paths().get("purelib")
+    if purelib:
+        prefixes.append(os.path.join(purelib, "torch") + os.sep)
+    return sorted(set(prefixes))
+
+
+class Trace:
+    """The events of one ``trace()`` block, and tables computed from them."""
+
+    def __init__(
+        self,
+        *,
+        record_shapes: bool = False,
+        stack: bool = False,
+        capacity: int = DEFAULT_CAPACITY,
+        columns: Columns | None = None,
+        dropped: int = 0,
+    ) -> None:
+        if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity <= 0:
+            raise ValueError(f"trace(capacity=...) must be a positive number of events, got {capacity!r}")
+        self.record_shapes = record_shapes
+        self.stack = stack
+        self.capacity = capacity
+        self._session: int | None = None
+        self._columns = columns
+        self._dropped = dropped
+        self._t0 = 0
+        self._events: pd.DataFrame | None = None
+
+    # -- recording ---------------------------------------------------------
+    def __enter__(self) -> Trace:
+        if self._session is not None or self._columns is not None:
+            raise RuntimeError("this trace has already been used: start a new one with openreg_lab.trace()")
+        self._t0 = time.monotonic_ns()
+        self._session = _C._trace_open(self.capacity, self.record_shapes, self.stack, _skip_prefixes())
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._session is not None
+        raw = _C._trace_close(self._session)
+        self._session = None
+        self._columns, cut = _events.merge(raw, _C._trace_strings())
+        self._dropped = int(raw["dropped"]) + cut
+        if self._dropped:
+            warnings.warn(
+                f"openreg trace dropped {self._dropped} events: it holds at most {self.capacity}. "
+                f"Pass a larger capacity, e.g. openreg_lab.trace(capacity={4 * self.capacity}), "
+                "or trace a shorter region",
+                TraceDroppedEventsWarning,
+                stacklevel=2,
+            )
+
+    @property
+    def running(self) -> bool:
+        """True inside the ``with`` block."""
+        return self._session is not None
+
+    @property
+    def dropped(self) -> int:
+        """Events not recorded because the trace was full (0 when nothing was lost)."""
+        return self._dropped
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    def __repr__(self) -> str:
+        if self.running:
+            return "<openreg Trace: recording>"
+        kinds = self.events["kind"].value_counts().to_dict() if len(self) else {}
+        detail = ", ".join(f"{n} {k}" for k, n in kinds.items())
+        dropped = f", {self._dropped} dropped" if self._dropped else ""
+        return f"<openreg Trace: {len(self)} events ({detail}){dropped}>"
+
+    @property
+    def columns(self) -> Columns:
+        """The raw columns (numpy arrays); most users want ``events``."""
+        if self._columns is None:
+            raise RuntimeError(
+                "the trace is still recording: read it after the `with openreg_lab.trace()` block ends"
+            )
+        return self._columns
+
+    # -- tables ------------------------------------------------------------
+    @property
+    def events(self) -> pd.DataFrame:
+        """Every event, one row each (columns: ``EVENT_COLUMNS``), ordered by start time."""
+        if self._events is None:
+            self._events = _to_frame(self.columns, self._t0)
+        return self._events
+
+    def summary(self) -> pd.DataFrame:
+        """One row per op name: calls, how they ran, total and self time, bytes copied."""
+        from openreg_lab import analysis
+
+        return analysis.summary(self.events)
+
+    def fallbacks(self) -> pd.DataFrame:
+        """Ops that ran through the CPU fallback, ranked by time including their copies."""
+        from openreg_lab import analysis
+
+        return analysis.fallbacks(self.events)
+
+    def copies(self) -> pd.DataFrame:
+        """Every copy: direction, bytes, time, devices and the op that caused it."""
+        from openreg_lab import analysis
+
+        return analysis.copies(self.events)
+
+    def casts(self) -> pd.DataFrame:
+        """Every autocast cast: op, argument, from and to dtype, bytes, weight-cache hit."""
+        from openreg_lab import analysis
+
+        return analysis.casts(self.events)
+
+    # -- files -------------------------------------------------------------
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the trace to ``path`` (read it back with ``openreg_lab.load_trace``)."""
+        from openreg_lab import export
+
+        export.save(self, path)
+
+    def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:
+        """Write a Chrome Trace Event file, for Perfetto (ui.perfetto.dev) or chrome://tracing."""
+        from openreg_lab import export
+
+        export.chrome_trace(self, path)
+
+
+def _to_frame(c: Columns, t0: int) -> pd.DataFrame:
+    f = c.fields
+    n = len(c)
+    strings = np.array(c.strings, dtype=object)
+    kind = np.array(_events.KINDS, dtype=object)[f["kind"]]
+    is_op = f["kind"] == 0
+    kernels = np.array([None, "native", "fallback", "composite"], dtype=object)
+    devices = {code: _events.device_name(code) for code in range(-2, 16)}
+    dev = np.vectorize(devices.__getitem__, otypes=[object])
+    dtypes = {code: _events.dtype_name(code) for code in range(-1, 64)}
+    dt = np.vectorize(dtypes.__getitem__, otypes=[object])
+    is_cast = f["kind"] == 4
+    is_mem = (f["kind"] == 5) | (f["kind"] == 6)
+    shapes = np.full(n, None, dtype=object)
+    arg_dtypes = np.full(n, None, dtype=object)
+    for i in np.flatnonzero(f["shapes"] >= 0):
+        shapes[i], arg_dtypes[i] = _events.decode_shapes(c.pool, int(f["shapes"][i]))
+    source = _inherit(f["source"].astype(np.int64), f["parent"])
+    frame = pd.DataFrame(
+        {
+            "id": f["id"],
+            "parent": f["parent"],
+            "kind": kind,
+            "name": strings[f["name"]],
+            "kernel": kernels[f["kernel"]],
+            "dispatch": np.where(is_op, strings[f["dispatch"]], None),
+            "device": dev(f["device"]) if n else [],
+            "thread": f["thread"],
+            "start_ns": f["start_ns"] - t0,
+            "dur_ns": f["dur_ns"],
+            "bytes": f["bytes"],
+            "src": dev(f["src"]) if n else [],
+            "dst": dev(f["dst"]) if n else [],
+            "from_dtype": dt(f["from_dtype"]) if n else [],
+            "to_dtype": dt(f["to_dtype"]) if n else [],
+            "shapes": shapes,
+            "dtypes": arg_dtypes,
+            "source": np.where(source > 0, strings[source], None),
+            "seq": np.where((f["kind"] <= 1) & (f["seq"] >= 0), f["seq"], -1),
+            "forward": _forward_links(f),
+            "argument": np.where(is_cast, strings[f["dispatch"]], None),
+            "cache_hit": np.where(is_cast, (f["flags"] & _events.CACHE_HIT) != 0, False),
+            "total": np.where(is_mem, f["seq"], -1),
+        },
+        columns=EVENT_COLUMNS,
+    )
+    return frame
+
+
+def _inherit(values: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Give events without a value (0) their nearest ancestor's value."""
+    out = values.copy()
+    while True:
+        take = (out == 0) & (parent >= 0)
+        take &= out[np.maximum(parent, 0)] != 0
+        if not take.any():
+            return out
+        out[take] = out[parent[take]]
+
+
+def _forward_links(f: dict[str, np.ndarray]) -> np.ndarray:
+    """For a backward node and the ops it ran: the id of the forward op that made the node.
+
+    The autograd node made by a forward op carries that op's sequence number; ops that made no node
+    share the number of the next one that did, so the maker is the last op with the number.
+    """
+    n = len(f["id"])
+    out = np.full(n, -1, dtype=np.int64)
+    kind, seq, parent = f["kind"], f["seq"], f["parent"]
+    makers: dict[int, list[int]] = {}
+    for i in np.flatnonzero((kind == 0) & (seq >= 0)):
+        makers.setdefault(int(seq[i]), []).append(int(i))
+    for b in np.flatnonzero((kind == 1) & (seq >= 0)):
+        before = [i for i in makers.get(int(seq[b]), []) if i < b]
+        if before:
+            out[b] = before[-1]
+    inside = (parent >= 0) & (kind == 0)
+    inside &= kind[np.maximum(parent, 0)] == 1
+    out[inside] = out[parent[inside]]
+    return out
