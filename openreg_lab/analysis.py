@@ -1,6 +1,7 @@
 """Tables computed from a trace's events. Each takes ``Trace.events`` and returns a DataFrame.
 
 Time columns are nanoseconds. "Self" time is an event's duration minus that of its direct children.
+An event still running when its trace ended has ``dur_ns == -1`` and counts as 0 here.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def nearest_op(events: pd.DataFrame) -> np.ndarray:
 
 def self_time(events: pd.DataFrame) -> np.ndarray:
     """Each event's duration minus its direct children's."""
-    dur = events["dur_ns"].to_numpy().astype(np.int64)
+    dur = np.maximum(events["dur_ns"].to_numpy().astype(np.int64), 0)
     parent = events["parent"].to_numpy()
     children = np.zeros(len(events), dtype=np.int64)
     has = parent >= 0
@@ -56,7 +57,7 @@ def summary(events: pd.DataFrame) -> pd.DataFrame:
             "native": ops["kernel"] == "native",
             "fallback": ops["kernel"] == "fallback",
             "composite": ops["kernel"] == "composite",
-            "total_ns": ops["dur_ns"],
+            "total_ns": ops["dur_ns"].clip(lower=0),
             "self_ns": self_ns[ops.index],
             "bytes_copied": ops["id"].map(copied).fillna(0).astype(np.int64),
         }
@@ -118,7 +119,7 @@ def fallbacks(events: pd.DataFrame) -> pd.DataFrame:
         bytes_to_cpu=("bytes_to_cpu", "sum"),
         bytes_back=("bytes_back", "sum"),
         op_ns=("op_ns", "sum"),
-        sources=("source", lambda s: sorted({x for x in s if x})),
+        sources=("source", lambda s: sorted({x for x in s if isinstance(x, str)})),
     )
     return out.sort_values("total_ns", ascending=False).reset_index()[cols]
 

@@ -54,7 +54,7 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
     from openreg_lab.trace import Trace
 
     try:
-        with np.load(path, allow_pickle=False) as data:
+        with open(path, "rb") as f, np.load(f, allow_pickle=False) as data:
             if "header" not in data.files:
                 raise ValueError("no header")
             header = json.loads(bytes(data["header"]).decode())

@@ -15,6 +15,7 @@ void FallbackScope::begin(const c10::FunctionSchema& op) {
   }
   Event e{};
   e.start_ns = now_ns();
+  e.dur_ns = -1;  // until it ends
   e.kind = static_cast<int8_t>(Kind::Fallback);
   e.kernel = static_cast<int8_t>(Kernel::Fallback);
   e.name = op_name_id(op);

@@ -178,6 +178,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
       e.source = source();
     }
   }
+  e.dur_ns = -1;  // until it ends: still -1 if the trace ends first
   e.start_ns = now_ns();
   w->open.push_back({w.append(e), fn.handle()});
   return nullptr;
