@@ -17,6 +17,7 @@ and handed to Python when it ends.
 
 from __future__ import annotations
 
+import functools
 import os
 import sysconfig
 import time
@@ -61,6 +62,7 @@ def trace(*, record_shapes: bool = False, stack: bool = False, capacity: int = D
     return Trace(record_shapes=record_shapes, stack=stack, capacity=capacity)
 
 
+@functools.cache
 def _skip_prefixes() -> list[str]:
     """Files that are not the user's code, for ``stack=True``: torch and the standard library."""
     prefixes = [os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.__file__) + os.sep]
@@ -90,13 +92,14 @@ class Trace:
         self.capacity = capacity
         self._session: int | None = None
         self._columns = columns
+        self._raw: tuple[dict, list[str]] | None = None
         self._dropped = dropped
         self._t0 = 0
         self._events: pd.DataFrame | None = None
 
     # -- recording ---------------------------------------------------------
     def __enter__(self) -> Trace:
-        if self._session is not None or self._columns is not None:
+        if self._session is not None or self._columns is not None or self._raw is not None:
             raise RuntimeError("this trace has already been used: start a new one with openreg_lab.trace()")
         self._t0 = time.monotonic_ns()
         self._session = _C._trace_open(self.capacity, self.record_shapes, self.stack, _skip_prefixes())
@@ -111,8 +114,10 @@ class Trace:
         assert self._session is not None
         raw = _C._trace_close(self._session)
         self._session = None
-        self._columns, cut = _events.merge(raw, _C._trace_strings())
-        self._dropped = int(raw["dropped"]) + cut
+        # Merging into columns waits for the first read (tables are not always wanted).
+        self._raw = (raw, _C._trace_strings())
+        recorded = sum(len(t["events"]) for t in raw["threads"]) // _events.EVENT_DTYPE.itemsize
+        self._dropped = int(raw["dropped"]) + max(0, recorded - self.capacity)
         if self._dropped:
             warnings.warn(
                 f"openreg trace dropped {self._dropped} events: it holds at most {self.capacity}. "
@@ -133,6 +138,9 @@ class Trace:
         return self._dropped
 
     def __len__(self) -> int:
+        if self._raw is not None:
+            recorded = sum(len(t["events"]) for t in self._raw[0]["threads"]) // _events.EVENT_DTYPE.itemsize
+            return min(recorded, self.capacity)
         return len(self.columns)
 
     def __repr__(self) -> str:
@@ -146,6 +154,9 @@ class Trace:
     @property
     def columns(self) -> Columns:
         """The raw columns (numpy arrays); most users want ``events``."""
+        if self._columns is None and self._raw is not None:
+            self._columns, _ = _events.merge(*self._raw)
+            self._raw = None
         if self._columns is None:
             raise RuntimeError(
                 "the trace is still recording: read it after the `with openreg_lab.trace()` block ends"

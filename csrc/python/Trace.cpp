@@ -136,6 +136,19 @@ void bind_trace(py::module_& m) {
   m.def("_trace_strings", &trace::interned_strings);
   m.def("_trace_mark", [](const std::string& name) { trace::record_mark(name); });
   m.def("_trace_event_size", [] { return sizeof(trace::Event); });
+  // For benchmarks/bench_trace.py: records `n` alloc events through the same
+  // hook the allocator uses (with no allocation), returns the nanoseconds taken.
+  m.def(
+      "_trace_bench_hook",
+      [](int64_t n) {
+        py::gil_scoped_release no_gil;
+        const int64_t start = trace::now_ns();
+        for (int64_t i = 0; i < n; ++i) {
+          trace::record_memory(trace::Kind::Alloc, 0, 64, i);
+        }
+        return trace::now_ns() - start;
+      },
+      py::arg("n"));
 }
 
 }  // namespace openreg::python

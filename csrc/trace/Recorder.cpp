@@ -83,7 +83,7 @@ Writer::Writer() {
       return;
     }
   }
-  lock_ = std::unique_lock<std::mutex>(b->mutex);
+  lock_ = std::unique_lock<SpinLock>(b->lock);
   // The recording may have ended (and cleared this buffer) since the check.
   if (r.generation.load(std::memory_order_acquire) != b->generation) {
     lock_.unlock();
@@ -142,7 +142,7 @@ uint64_t open_session(uint64_t capacity, Options options) {
     }
     Session s{capacity, options, r.dropped.load(), {}};
     for (const auto& b : r.buffers) {
-      std::lock_guard<std::mutex> block(b->mutex);
+      std::lock_guard<SpinLock> block(b->lock);
       s.start[b.get()] = b->events.size();
     }
     r.budget = std::max(r.budget.load(), r.used.load() + capacity);
@@ -179,7 +179,7 @@ SessionResult close_session(uint64_t id) {
     out.options = s.options;
     out.dropped = r.dropped.load() - s.dropped_at_open;
     for (const auto& b : r.buffers) {
-      std::lock_guard<std::mutex> block(b->mutex);
+      std::lock_guard<SpinLock> block(b->lock);
       auto found = s.start.find(b.get());
       const size_t first = found == s.start.end() ? 0 : found->second;
       ThreadEvents t{b->thread, b->os_thread, static_cast<int64_t>(first), {}, b->pool};
@@ -192,7 +192,7 @@ SessionResult close_session(uint64_t id) {
       g_enabled.store(false);
       r.generation.fetch_add(1, std::memory_order_release);
       for (const auto& b : r.buffers) {
-        std::lock_guard<std::mutex> block(b->mutex);
+        std::lock_guard<SpinLock> block(b->lock);
         b->events = {};
         b->pool = {};
         b->open.clear();

@@ -21,9 +21,10 @@
 //
 // Cost: when no session is open each decision point pays one relaxed atomic
 // load (enabled()). When on, an event is a lock of the thread's own,
-// uncontended mutex and a 64-byte append.
+// uncontended lock (SpinLock.h) and a 64-byte append.
 
 #include "trace/Event.h"
+#include "trace/SpinLock.h"
 
 #include <atomic>
 #include <cstdint>
@@ -53,7 +54,7 @@ struct OpenEvent {
 };
 
 struct ThreadBuffer {
-  std::mutex mutex;
+  SpinLock lock;
   uint64_t generation = 0;
   int32_t thread = 0;      // 0, 1, 2, ... in order of first event
   uint64_t os_thread = 0;  // gettid()
@@ -82,7 +83,7 @@ class Writer {
   int32_t innermost() const noexcept;
 
  private:
-  std::unique_lock<std::mutex> lock_;
+  std::unique_lock<SpinLock> lock_;
   ThreadBuffer* buffer_ = nullptr;
 };
 

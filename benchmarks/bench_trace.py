@@ -1,0 +1,157 @@
+"""What tracing costs: a training step traced by openreg_lab, by torch.profiler and by an empty
+TorchDispatchMode, against the same step untraced, side by side in one run; the cost per recorded
+event; and how long a million-event trace takes to save and load.
+
+.venv/bin/python benchmarks/bench_trace.py
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _timing import compare, fmt_time, print_table
+
+import openreg_lab
+from openreg_lab import _C
+from openreg_lab._events import Columns
+from openreg_lab.models import mlp, transformer_block
+
+STEPS = 5  # steps per timed call, so opening and closing a trace is amortised as in real use
+
+
+class EmptyMode(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def _steps(model, x, y, loss_fn):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+
+    def run():
+        for _ in range(STEPS):
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            opt.step()
+
+    return run
+
+
+def _cases():
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(64, 64, generator=g), torch.randint(0, 10, (64,), generator=g)
+    yield "mlp", mlp().openreg(), x.openreg(), y.openreg(), torch.nn.functional.nll_loss
+    tokens = torch.randint(0, 100, (8, 33), generator=g).openreg()
+
+    def lm_loss(logits, target):
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
+
+    yield "transformer", transformer_block().openreg(), tokens[:, :-1], tokens[:, 1:], lm_loss
+
+
+def _wrapped(run, make_ctx):
+    def call():
+        with make_ctx():
+            run()
+
+    return call
+
+
+def overhead_table() -> None:
+    rows = []
+    for name, model, x, y, loss_fn in _cases():
+        run = _steps(model, x, y, loss_fn)
+        with openreg_lab.trace(record_shapes=True, stack=True) as t:
+            run()
+        per_step = len(t) // STEPS
+        variants = [
+            run,
+            _wrapped(run, lambda: openreg_lab.trace(record_shapes=True, stack=True)),
+            _wrapped(run, lambda: openreg_lab.trace()),
+            _wrapped(run, lambda: torch.profiler.profile(record_shapes=True)),
+            _wrapped(run, EmptyMode),
+        ]
+        times = compare(variants, rounds=9)
+        base = times[0]
+        rows.append([name, str(per_step), fmt_time(base / STEPS)] + [f"{t / base:.2f}" for t in times[1:]])
+    print_table(
+        ["model", "events/step", "untraced step", "trace(shapes,stack)", "trace()", "torch.profiler",
+         "empty TorchDispatchMode"],
+        rows,
+    )  # fmt: skip
+
+
+def per_event_cost() -> None:
+    x = torch.ones(4, device="openreg")
+
+    def ops():
+        for _ in range(200):
+            x.add_(1)
+
+    with openreg_lab.trace(record_shapes=True) as t:
+        ops()
+    events = len(t)
+    traced = _wrapped(ops, lambda: openreg_lab.trace())
+    shaped = _wrapped(ops, lambda: openreg_lab.trace(record_shapes=True))
+    plain, traced, shaped = compare([ops, traced, shaped], rounds=15)
+    hook_ns = _C._trace_bench_hook(1)  # warm
+    with openreg_lab.trace(capacity=200_001):
+        hook_ns = _C._trace_bench_hook(200_000) / 200_000
+    print_table(
+        ["micro-benchmark", "untraced / call", "events / call", "cost per event", "with shapes"],
+        [["200 x.add_(1): op events (RecordFunction)", fmt_time(plain), str(events),
+          fmt_time((traced - plain) / events), fmt_time((shaped - plain) / events)],
+         ["backend hook (alloc event, no allocation)", "", "1", f"{hook_ns:.0f} ns", ""]],
+    )  # fmt: skip
+
+
+def file_table() -> None:
+    x = torch.randn(16, device="openreg")
+    with openreg_lab.trace(record_shapes=True, stack=True) as t:
+        for _ in range(50):
+            torch.cumsum(x + 1, 0)
+    reps = 1_000_000 // len(t) + 1
+    c = t.columns
+    fields = {k: np.tile(v, reps)[:1_000_000] for k, v in c.fields.items()}
+    fields["id"] = np.arange(1_000_000)
+    fields["parent"] = np.full(1_000_000, -1)
+    big = openreg_lab.Trace(columns=Columns(fields, c.pool, c.strings, c.threads))
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "big.trace")
+        s = time.perf_counter()
+        big.save(path)
+        save_s = time.perf_counter() - s
+        s = time.perf_counter()
+        back = openreg_lab.load_trace(path)
+        load_s = time.perf_counter() - s
+        size = os.path.getsize(path)
+    assert len(back) == 1_000_000
+    print_table(
+        ["file", "events", "size", "save", "load"],
+        [["Trace.save / load_trace", "1000000", f"{size / 2**20:.0f} MiB", fmt_time(save_s),
+          fmt_time(load_s)]],
+    )  # fmt: skip
+
+
+def main() -> None:
+    warnings.simplefilter("ignore")  # torch.profiler's warnings on a CPU-only build
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; ratios are traced / untraced")
+    overhead_table()
+    print()
+    per_event_cost()
+    print()
+    file_table()
+
+
+if __name__ == "__main__":
+    main()
