@@ -42,6 +42,8 @@ def _flags() -> tuple[list[str], list[str]]:
     # torch's headers are system headers to us: -Wall -Wextra is for our code, not theirs.
     for include in cpp_extension.include_paths():
         cflags += ["-isystem", include]
+    # Kineto's plugin headers (csrc/trace/KinetoProfiler.cpp) include each other by bare name.
+    cflags += ["-isystem", os.path.join(cpp_extension.include_paths()[0], "kineto")]
     ldflags: list[str] = []
     if os.environ.get("OPENREG_SANITIZE") == "1":
         san = [
