@@ -20,12 +20,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _models import training_cases
 from _timing import compare, fmt_time, print_table
 
 import openreg_lab
 from openreg_lab import _C
 from openreg_lab._events import Columns
-from openreg_lab.models import mlp, transformer_block
 
 STEPS = 5  # steps per timed call, so opening and closing a trace is amortised as in real use
 
@@ -48,15 +48,8 @@ def _steps(model, x, y, loss_fn):
 
 
 def _cases():
-    g = torch.Generator().manual_seed(0)
-    x, y = torch.randn(64, 64, generator=g), torch.randint(0, 10, (64,), generator=g)
-    yield "mlp", mlp().openreg(), x.openreg(), y.openreg(), torch.nn.functional.nll_loss
-    tokens = torch.randint(0, 100, (8, 33), generator=g).openreg()
-
-    def lm_loss(logits, target):
-        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
-
-    yield "transformer", transformer_block().openreg(), tokens[:, :-1], tokens[:, 1:], lm_loss
+    for name, model, x, y, loss_fn in training_cases():
+        yield name, model.openreg(), x.openreg(), y.openreg(), loss_fn
 
 
 def _wrapped(run, make_ctx):

@@ -13,10 +13,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _models import training_cases
 from _timing import compare, fmt_time, print_table
 
 import openreg_lab  # noqa: F401
-from openreg_lab.models import mlp, transformer_block
 
 
 def _step_fn(model, x, y, loss_fn, foreach):
@@ -30,22 +30,10 @@ def _step_fn(model, x, y, loss_fn, foreach):
     return step
 
 
-def _cases():
-    g = torch.Generator().manual_seed(0)
-    x, y = torch.randn(64, 64, generator=g), torch.randint(0, 10, (64,), generator=g)
-    yield "mlp", mlp(), x, y, torch.nn.functional.nll_loss
-    tokens = torch.randint(0, 100, (8, 33), generator=g)
-
-    def lm_loss(logits, target):
-        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
-
-    yield "transformer", transformer_block(), tokens[:, :-1], tokens[:, 1:], lm_loss
-
-
 def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     rows = []
-    for name, model, x, y, loss_fn in _cases():
+    for name, model, x, y, loss_fn in training_cases():
         for foreach in (False, True):
             dev_model = copy.deepcopy(model).openreg()
             cpu_step = _step_fn(copy.deepcopy(model), x, y, loss_fn, foreach)

@@ -59,6 +59,20 @@ OpInfo* op_info(const at::RecordFunction& fn) {
   return it->second.table != nullptr ? &it->second : nullptr;
 }
 
+// Calls fn(tensor) for every tensor argument, tensor lists included.
+template <class Fn>
+void for_each_tensor(c10::ArrayRef<const c10::IValue> inputs, Fn fn) {
+  for (const c10::IValue& v : inputs) {
+    if (v.isTensor()) {
+      fn(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) {
+        fn(t);
+      }
+    }
+  }
+}
+
 bool is_openreg(const at::Tensor& t) {
   return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
 }
@@ -73,20 +87,14 @@ c10::DispatchKeySet openreg_keys(c10::ArrayRef<const c10::IValue> inputs, int8_t
       *device = static_cast<int8_t>(std::max<c10::DeviceIndex>(d.index(), 0));
     }
   };
-  auto add = [&](const at::Tensor& t) {
+  for_each_tensor(inputs, [&](const at::Tensor& t) {
     keys = keys | t.key_set();
     if (is_openreg(t)) {
       note(t.device());
     }
-  };
+  });
   for (const c10::IValue& v : inputs) {
-    if (v.isTensor()) {
-      add(v.toTensor());
-    } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList()) {
-        add(t);
-      }
-    } else if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
+    if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
       // A factory (empty(..., device="openreg")): BackendSelect picks the backend.
       keys = keys | c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
       note(v.toDevice());
@@ -104,7 +112,7 @@ c10::DispatchKeySet openreg_keys(c10::ArrayRef<const c10::IValue> inputs, int8_t
 uint32_t write_shapes(std::vector<int64_t>& pool, c10::ArrayRef<const c10::IValue> inputs) {
   const size_t offset = pool.size();
   pool.push_back(0);
-  auto add = [&](const at::Tensor& t) {
+  for_each_tensor(inputs, [&](const at::Tensor& t) {
     ++pool[offset];
     if (!t.defined()) {
       pool.push_back(-1);
@@ -116,16 +124,7 @@ uint32_t write_shapes(std::vector<int64_t>& pool, c10::ArrayRef<const c10::IValu
     for (int64_t s : t.sizes()) {
       pool.push_back(s);
     }
-  };
-  for (const c10::IValue& v : inputs) {
-    if (v.isTensor()) {
-      add(v.toTensor());
-    } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList()) {
-        add(t);
-      }
-    }
-  }
+  });
   return static_cast<uint32_t>(offset + 1);
 }
 
