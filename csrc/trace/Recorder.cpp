@@ -31,7 +31,11 @@ struct Recording {
   // The union of the open sessions' options, read by writers without the lock.
   std::atomic<bool> record_shapes{false};
   std::atomic<bool> stack{false};
-  std::vector<std::shared_ptr<ThreadBuffer>> buffers;
+  std::vector<ThreadBuffer*> buffers;  // of the threads in this recording
+  // Every buffer ever made, one per thread that recorded; never freed, so a
+  // thread's raw pointer to its own stays valid (an exited thread's buffer is
+  // a few empty vectors).
+  std::vector<std::unique_ptr<ThreadBuffer>> owned;
   std::map<uint64_t, Session> sessions;
   uint64_t next_session = 1;
   void (*on_start)() = nullptr;
@@ -43,22 +47,27 @@ Recording& recording() {
   return *r;
 }
 
-thread_local std::shared_ptr<ThreadBuffer> tls_buffer;
+thread_local ThreadBuffer* tls_buffer = nullptr;  // see Recording::owned
 
 ThreadBuffer* register_thread(Recording& r, uint64_t generation) {
   std::lock_guard<std::mutex> lock(r.mutex);
   if (r.generation.load() != generation || !g_enabled.load()) {
     return nullptr;
   }
-  auto b = std::make_shared<ThreadBuffer>();
+  ThreadBuffer* b = tls_buffer;
+  if (b == nullptr) {
+    r.owned.push_back(std::make_unique<ThreadBuffer>());
+    b = r.owned.back().get();
+    b->os_thread = static_cast<uint64_t>(::syscall(SYS_gettid));
+    tls_buffer = b;
+  }
+  std::lock_guard<SpinLock> block(b->lock);
   b->generation = generation;
   b->thread = static_cast<int32_t>(r.buffers.size());
-  b->os_thread = static_cast<uint64_t>(::syscall(SYS_gettid));
   b->events.reserve(std::min<uint64_t>(r.budget.load(), 1 << 16));
   b->open.reserve(64);
   r.buffers.push_back(b);
-  tls_buffer = b;
-  return b.get();
+  return b;
 }
 
 void merge_options(Recording& r) {
@@ -76,7 +85,7 @@ void merge_options(Recording& r) {
 Writer::Writer() {
   Recording& r = recording();
   const uint64_t generation = r.generation.load(std::memory_order_acquire);
-  ThreadBuffer* b = tls_buffer.get();
+  ThreadBuffer* b = tls_buffer;
   if (b == nullptr || b->generation != generation) {
     b = register_thread(r, generation);
     if (b == nullptr) {
@@ -141,9 +150,9 @@ uint64_t open_session(uint64_t capacity, Options options) {
       r.budget = 0;
     }
     Session s{capacity, options, r.dropped.load(), {}};
-    for (const auto& b : r.buffers) {
+    for (ThreadBuffer* b : r.buffers) {
       std::lock_guard<SpinLock> block(b->lock);
-      s.start[b.get()] = b->events.size();
+      s.start[b] = b->events.size();
     }
     r.budget = std::max(r.budget.load(), r.used.load() + capacity);
     id = r.next_session++;
@@ -178,9 +187,9 @@ SessionResult close_session(uint64_t id) {
     out.capacity = s.capacity;
     out.options = s.options;
     out.dropped = r.dropped.load() - s.dropped_at_open;
-    for (const auto& b : r.buffers) {
+    for (ThreadBuffer* b : r.buffers) {
       std::lock_guard<SpinLock> block(b->lock);
-      auto found = s.start.find(b.get());
+      auto found = s.start.find(b);
       const size_t first = found == s.start.end() ? 0 : found->second;
       ThreadEvents t{b->thread, b->os_thread, static_cast<int64_t>(first), {}, b->pool};
       t.events.assign(b->events.begin() + static_cast<std::ptrdiff_t>(first), b->events.end());
@@ -191,7 +200,7 @@ SessionResult close_session(uint64_t id) {
     if (r.sessions.empty()) {
       g_enabled.store(false);
       r.generation.fetch_add(1, std::memory_order_release);
-      for (const auto& b : r.buffers) {
+      for (ThreadBuffer* b : r.buffers) {
         std::lock_guard<SpinLock> block(b->lock);
         b->events = {};
         b->pool = {};
