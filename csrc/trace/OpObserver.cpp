@@ -41,12 +41,21 @@ struct OpInfo {
   ResolutionCache resolutions;           // this thread's, see DispatchPath.h
 };
 
+// Note [Recorder time is not op time]
+// The first time a thread meets an operator the recorder reads its dispatch
+// table (tens of microseconds). That happens inside the enclosing ops' time,
+// so it is counted on this thread's overhead clock and taken out of the
+// duration of every event open around it: the first traced step reports the
+// same op times as the next.
+thread_local int64_t tls_overhead_ns = 0;
+
 // Per thread: operator entries keyed by the address of their schema's name
 // (stable for the operator's life); filled the first time an op is seen.
 OpInfo* op_info(const at::RecordFunction& fn) {
   thread_local std::unordered_map<const char*, OpInfo> cache;
   auto [it, inserted] = cache.try_emplace(fn.name());
   if (inserted) {
+    const int64_t start = now_ns();
     if (auto name = fn.operator_name()) {
       std::string full = name->name;
       if (!name->overload_name.empty()) {
@@ -55,6 +64,7 @@ OpInfo* op_info(const at::RecordFunction& fn) {
       it->second.name = intern(full);
       it->second.table = shared_table(*name);
     }
+    tls_overhead_ns += now_ns() - start;
   }
   return it->second.table != nullptr ? &it->second : nullptr;
 }
@@ -179,7 +189,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   }
   e.dur_ns = -1;  // until it ends: still -1 if the trace ends first
   e.start_ns = now_ns();
-  w->open.push_back({w.append(e), fn.handle()});
+  w->open.push_back({w.append(e), fn.handle(), tls_overhead_ns});
   return nullptr;
 }
 
@@ -192,10 +202,11 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
   if (!w || w->open.empty() || w->open.back().handle != fn.handle()) {
     return;
   }
-  const int32_t index = w->open.back().index;
+  const OpenEvent open = w->open.back();
   w->open.pop_back();
-  if (index >= 0) {
-    w->events[index].dur_ns = end - w->events[index].start_ns;
+  if (open.index >= 0) {
+    Event& e = w->events[open.index];
+    e.dur_ns = end - e.start_ns - (tls_overhead_ns - open.excluded);
   }
 }
 
