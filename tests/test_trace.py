@@ -226,3 +226,23 @@ def test_reading_a_running_trace_is_a_clear_error():
 def test_bad_capacity_is_rejected():
     with pytest.raises(ValueError, match="positive number of events"):
         openreg_lab.trace(capacity=0)
+
+
+def test_kernels_registered_at_runtime_are_seen():
+    # Note [Stale dispatch tables]: a kernel added after the recorder first met the op.
+    lib = torch.library.Library("openreg_trace_stale", "DEF")
+    lib.define("twice(Tensor x) -> Tensor")
+    lib.impl("twice", lambda x: x * 2, "CPU")
+    x = torch.ones(4, device="openreg")
+
+    def run() -> str:
+        with openreg_lab.trace() as t:
+            torch.ops.openreg_trace_stale.twice(x)
+        return top_level(t).iloc[0]["kernel"]
+
+    assert run() == "fallback"
+    on_device = torch.library.Library("openreg_trace_stale", "IMPL")
+    on_device.impl("twice", lambda x: x + x, "PrivateUse1")
+    assert run() == "native"
+    on_device._destroy()
+    assert run() == "fallback"

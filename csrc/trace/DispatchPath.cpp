@@ -5,6 +5,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <atomic>
 #include <sstream>
 #include <string>
 
@@ -12,6 +13,19 @@ namespace openreg::trace {
 
 namespace {
 constexpr size_t kNumKeys = static_cast<size_t>(c10::DispatchKey::EndOfAliasKeys) + 1;
+std::atomic<uint64_t> g_epoch{0};
+}  // namespace
+
+void invalidate_dispatch_tables() {
+  g_epoch.fetch_add(1);
+}
+
+uint64_t dispatch_tables_epoch() noexcept {
+  return g_epoch.load(std::memory_order_relaxed);
+}
+
+bool OperatorTable::stale() const {
+  return handle_->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) != privateuse1_kernel_;
 }
 
 std::unique_ptr<OperatorTable> OperatorTable::read(const c10::OperatorName& name) {
@@ -21,6 +35,8 @@ std::unique_ptr<OperatorTable> OperatorTable::read(const c10::OperatorName& name
   }
   auto table = std::make_unique<OperatorTable>();
   table->entries_ = std::make_unique<Entry[]>(kNumKeys);
+  table->handle_ = handle;
+  table->privateuse1_kernel_ = handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
   // One line per key: "AutogradPrivateUse1: [fallthrough ]registered at ... [autograd kernel]"
   std::istringstream lines(handle->dumpComputedTable());
   std::string line;

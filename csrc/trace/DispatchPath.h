@@ -11,11 +11,13 @@
 // backend") kernel or the backend's own kernel ends it. The kernels come from
 // the operator's computed dispatch table, read once per operator.
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/operator_name.h>
 #include <c10/core/DispatchKeySet.h>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 namespace openreg::trace {
 
@@ -36,16 +38,30 @@ struct ResolutionCache {
 
 // The dispatch decisions of one operator, computed from its table. Immutable
 // once read, so threads share it.
+//
+// Note [Stale dispatch tables]
+// Kernels can be registered and removed at runtime (torch.library, coverage
+// profiles). A table read earlier is re-read when the operator gains or loses
+// a PrivateUse1 kernel (checked on every recorded call: one hash lookup) and
+// after invalidate_dispatch_tables(), which whoever swaps kernels in bulk
+// calls.
 class OperatorTable {
  public:
   static std::unique_ptr<OperatorTable> read(const c10::OperatorName& name);
   Resolution resolve(c10::DispatchKeySet keys, ResolutionCache& cache) const;
+  bool stale() const;
 
  private:
   enum class Entry : uint8_t { Missing, Fallthrough, Kernel, Math, DefaultBackend, Fallback };
   Entry entry(c10::DispatchKey key) const;
 
   std::unique_ptr<Entry[]> entries_;  // by DispatchKey value
+  std::optional<c10::OperatorHandle> handle_;
+  bool privateuse1_kernel_ = false;  // registered directly when read
 };
+
+// Marks every table read so far as stale (Note [Stale dispatch tables]).
+void invalidate_dispatch_tables();
+uint64_t dispatch_tables_epoch() noexcept;
 
 }  // namespace openreg::trace

@@ -13,8 +13,10 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 namespace openreg::trace {
 namespace {
@@ -22,23 +24,36 @@ namespace {
 std::atomic<SourceProvider> g_source{nullptr};
 at::CallbackHandle g_callback = 0;
 
-// The dispatch tables read so far, shared by all threads (read once per
-// operator per process; immutable afterwards).
-const OperatorTable* shared_table(const c10::OperatorName& name) {
+// The dispatch tables read so far, shared by all threads; a table is replaced
+// when stale (Note [Stale dispatch tables]). Replaced tables are kept, as
+// other threads may still hold them: they are few and small.
+const OperatorTable* shared_table(const c10::OperatorName& name, uint64_t epoch) {
+  struct Entry {
+    std::unique_ptr<OperatorTable> table;
+    uint64_t epoch = 0;
+  };
   static std::mutex mutex;
-  static auto* tables = new std::unordered_map<c10::OperatorName, std::unique_ptr<OperatorTable>>();
+  static auto* tables = new std::unordered_map<c10::OperatorName, Entry>();
+  static auto* replaced = new std::vector<std::unique_ptr<OperatorTable>>();
   std::lock_guard<std::mutex> lock(mutex);
   auto [it, inserted] = tables->try_emplace(name);
-  if (inserted) {
-    it->second = OperatorTable::read(name);
+  Entry& e = it->second;
+  if (inserted || e.epoch != epoch || (e.table && e.table->stale())) {
+    if (e.table) {
+      replaced->push_back(std::move(e.table));
+    }
+    e.table = OperatorTable::read(name);
+    e.epoch = epoch;
   }
-  return it->second.get();
+  return e.table.get();
 }
 
 struct OpInfo {
   uint32_t name = 0;
   const OperatorTable* table = nullptr;  // null: not an operator
-  ResolutionCache resolutions;           // this thread's, see DispatchPath.h
+  uint64_t epoch = 0;
+  std::optional<c10::OperatorName> op;
+  ResolutionCache resolutions;  // this thread's, see DispatchPath.h
 };
 
 // Note [Recorder time is not op time]
@@ -54,19 +69,29 @@ thread_local int64_t tls_overhead_ns = 0;
 OpInfo* op_info(const at::RecordFunction& fn) {
   thread_local std::unordered_map<const char*, OpInfo> cache;
   auto [it, inserted] = cache.try_emplace(fn.name());
+  OpInfo& info = it->second;
+  const uint64_t epoch = dispatch_tables_epoch();
   if (inserted) {
     const int64_t start = now_ns();
-    if (auto name = fn.operator_name()) {
-      std::string full = name->name;
-      if (!name->overload_name.empty()) {
-        full += "." + name->overload_name;
+    info.op = fn.operator_name();
+    if (info.op) {
+      std::string full = info.op->name;
+      if (!info.op->overload_name.empty()) {
+        full += "." + info.op->overload_name;
       }
-      it->second.name = intern(full);
-      it->second.table = shared_table(*name);
+      info.name = intern(full);
+      info.table = shared_table(*info.op, epoch);
+      info.epoch = epoch;
     }
     tls_overhead_ns += now_ns() - start;
+  } else if (info.table != nullptr && (info.epoch != epoch || info.table->stale())) {
+    const int64_t start = now_ns();
+    info.table = shared_table(*info.op, epoch);
+    info.epoch = epoch;
+    info.resolutions = {};
+    tls_overhead_ns += now_ns() - start;
   }
-  return it->second.table != nullptr ? &it->second : nullptr;
+  return info.table != nullptr ? &info : nullptr;
 }
 
 // Calls fn(tensor) for every tensor argument, tensor lists included.
