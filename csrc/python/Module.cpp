@@ -16,6 +16,8 @@
 
 namespace py = pybind11;
 
+void bind_profiles(py::module_& m);  // Profiles.cpp
+
 namespace {
 
 void init() {
@@ -95,4 +97,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_fallback_policy", [](const std::string& name) {
     openreg::set_fallback_policy(openreg::parse_fallback_policy(name));
   });
+
+  bind_profiles(m);
 }
