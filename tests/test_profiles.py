@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -208,3 +209,45 @@ def test_bad_profiles(tmp_path):
     with pytest.raises(ValueError, match="must hold a list of operator names"):
         openreg_lab.set_profile(bad)
     assert openreg_lab.get_profile() is None  # nothing changed
+
+
+def test_a_profile_applies_to_every_thread():
+    x = torch.randn(3).to("openreg")
+    seen = {}
+
+    def run() -> None:
+        torch.openreg.set_device(0)
+        with Counters() as c:
+            x + x
+        seen["fallbacks"] = c.fallbacks
+
+    with openreg_lab.use_profile("minimal"):
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join()
+    assert seen == {"fallbacks": 1}
+
+
+def test_only_generic_calls_get_device_memory():
+    with openreg_lab.use_profile("cpu"):
+        before = torch.openreg.memory_allocated()
+        host = torch.randn(1024, 1024)  # CPU work under a profile stays in CPU memory
+        assert torch.openreg.memory_allocated() == before
+        del host
+
+
+def test_generic_results_on_the_arguments_device():
+    if torch.openreg.device_count() < 2:
+        pytest.skip("needs two openreg devices")
+    a = torch.randn(3)
+    x = a.to("openreg:1")
+    with openreg_lab.use_profile("cpu"):
+        before = [torch.openreg.memory_allocated(d) for d in (0, 1)]
+        with Counters() as c:
+            z = torch.atan2(x, x)
+        after = [torch.openreg.memory_allocated(d) for d in (0, 1)]
+    assert z.device == torch.device("openreg:1") and c.copies == 0
+    assert after[0] == before[0] and after[1] > before[1]
+    torch.testing.assert_close(z.cpu(), torch.atan2(a, a))
+    with openreg_lab.use_profile("cpu"), pytest.raises(RuntimeError, match="same device"):
+        torch.atan2(x, torch.randn(3).to("openreg:0"))

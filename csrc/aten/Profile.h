@@ -17,7 +17,9 @@
 //     here, whose dispatch table entry is therefore the operator's composite
 //     (profiles.py checks that it has no kernel of its own);
 //   - the generic native kernel (Note [Generic native path]) for each operator
-//     the profile has but openreg has no hand-written kernel for.
+//     the profile has but openreg has no hand-written kernel for (if the CPU
+//     has a kernel for it, and it is not composite implicit: those decompose
+//     above the backend key whatever the profile says).
 // Deactivating destroys the libraries, and the dispatcher restores the static
 // kernels exactly: the undo is the dispatcher's own deregistration.
 //
@@ -27,8 +29,10 @@
 // back. cpu_fallback asks `profile_covers`, one relaxed atomic load when no
 // profile is active.
 //
-// The operators every backend must provide (the `minimal` family) and the
-// via-CPU convolution hooks are never switched: the fallback itself needs them.
+// Never switched: the operators every backend must provide (the `minimal`
+// family; the fallback itself needs them), the via-CPU convolution hooks (the
+// only way convolution reaches a backend) and PrivateUse1 kernels registered
+// outside openreg.
 // Profiles are process-wide, like the fallback policy, and change only through
 // set_profile / clear_profile: the one place where a switch can be recorded.
 
