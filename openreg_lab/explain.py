@@ -69,6 +69,7 @@ class Explanation:
     kernel: str  #: what runs for openreg (``coverage()``'s ``kernel`` column)
     profile: str | None
     calls: tuple[Call, ...] = field(default=())  #: observed sub-operators (composites)
+    error: str | None = None  #: what the call raised when it was run, if anything
 
     def __repr__(self) -> str:
         lines = [f"explain {self.op}", f"  schema: {self.schema}"]
@@ -87,6 +88,8 @@ class Explanation:
             lines.append("  decomposes into:")
             for c in self.calls:
                 lines.append(f"    {'  ' * c.depth}{c.op}  [{c.resolution}, {c.kernel}]")
+        if self.error is not None:
+            lines.append(f"  raised: {self.error}")
         return "\n".join(lines)
 
 
@@ -275,7 +278,8 @@ def explain(op: Any, *args: Any, **kwargs: Any) -> Explanation:
     The dispatch key set is the union of the tensor arguments' keys plus the thread-local included
     keys, minus the thread-local excluded ones; each key is looked up in the operator's dispatch
     table, highest priority first. Raises ``ValueError`` for an unknown operator and ``TypeError``
-    for arguments that do not match its schema.
+    for arguments that do not match its schema; an exception raised by running the call is kept
+    in ``Explanation.error`` instead.
     """
     overload = _resolve_op(op, args, kwargs)
     schema = overload._schema
@@ -292,8 +296,12 @@ def explain(op: Any, *args: Any, **kwargs: Any) -> Explanation:
     resolution, kernel = _classify(name, ops)
     steps = _walk(name, ks, args, kwargs, kernel)
     observer = _Observer(ops)
-    with observer:
-        overload(*args, **kwargs)
+    error = None
+    try:
+        with observer:
+            overload(*args, **kwargs)
+    except Exception as e:  # the explanation stands; the failure is part of it
+        error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     # The first observed call is the explained operator itself when it reaches the Python key; a
     # composite implicit one is decomposed above it, so its sub-operators come first instead.
     calls = observer.calls
@@ -311,4 +319,5 @@ def explain(op: Any, *args: Any, **kwargs: Any) -> Explanation:
         kernel=kernel,
         profile=_profiles.get_profile(),
         calls=tuple(calls),
+        error=error,
     )

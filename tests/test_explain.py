@@ -131,3 +131,13 @@ def test_errors():
         openreg_lab.explain(torch.ops.aten.add, x, "two")
     with pytest.raises(TypeError, match="explain takes an operator"):
         openreg_lab.explain(torch.add, x, x)
+
+
+def test_a_failing_call_is_explained_with_its_error():
+    x = _x()
+    with openreg_lab.fallback_policy("error"):
+        e = openreg_lab.explain(torch.ops.aten.atan2.default, x, x)
+    assert e.error is not None and e.error.startswith("NotImplementedError")
+    assert "aten::atan2.out" in e.error
+    assert ("aten::atan2.out", "cpu_fallback") in [(c.op, c.kernel) for c in e.calls]
+    assert repr(e).splitlines()[-1].startswith("  raised: NotImplementedError")
