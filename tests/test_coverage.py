@@ -135,6 +135,7 @@ def test_live_coverage_follows_the_active_profile():
     with openreg_lab.use_profile("mps"):
         live = openreg_lab.coverage()
     pd.testing.assert_frame_equal(live, openreg_lab.coverage(profile="mps"))
+    pd.testing.assert_frame_equal(openreg_lab.coverage(profile="default"), openreg_lab.coverage())
 
 
 def _trace(events: pd.DataFrame) -> SimpleNamespace:
