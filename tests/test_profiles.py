@@ -11,7 +11,7 @@ import torch
 import openreg_lab
 from openreg_lab import _C
 from tests.opinfo_parity import all_cases, check
-from tests.test_opinfo import SUBSET
+from tests.test_opinfo import EXPECTED_FAILURES, SUBSET
 
 
 @pytest.fixture(autouse=True)
@@ -251,3 +251,19 @@ def test_generic_results_on_the_arguments_device():
     torch.testing.assert_close(z.cpu(), torch.atan2(a, a))
     with openreg_lab.use_profile("cpu"), pytest.raises(RuntimeError, match="same device"):
         torch.atan2(x, torch.randn(3).to("openreg:0"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("profile", ["minimal", "cpu", "mps"])
+def test_opinfo_sweep_under_profile(profile: str):
+    """Every OpInfo (up to 4 samples each) gives the CPU's results under the profile too."""
+    failures = {}
+    with openreg_lab.use_profile(profile):
+        for case in all_cases():
+            if case.id in EXPECTED_FAILURES:
+                continue
+            try:
+                check(case, max_samples=4)
+            except Exception as e:
+                failures[case.id] = f"{type(e).__name__}: {e}"[:300]
+    assert failures == {}
