@@ -51,7 +51,10 @@ DeviceMemoryForCpu& wrapper() {
   return *w;
 }
 
-// Installed above any other CPU allocator; removal puts the previous one back.
+// Installed above any other CPU allocator; removal puts the previous one back
+// at the same (highest) priority, since c10 only lets an equal or higher
+// priority replace an allocator. A library that later sets its own CPU
+// allocator with a lower priority is then ignored by c10: a known limit.
 constexpr uint8_t kPriority = UINT8_MAX;
 
 class DivertGuard {
