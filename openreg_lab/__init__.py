@@ -16,8 +16,11 @@ from openreg_lab import _C  # noqa: F401
 from openreg_lab._native import native_ops, native_ops_by_family, via_cpu_ops
 from openreg_lab._register import register as _register
 from openreg_lab.autocast import autocast_rules
+from openreg_lab.coverage import coverage
+from openreg_lab.explain import Explanation, explain
 from openreg_lab.export import load_trace
 from openreg_lab.fallback import fallback_policy, get_fallback_policy, set_fallback_policy
+from openreg_lab.profiles import get_profile, profile_ops, set_profile, use_profile
 from openreg_lab.trace import Trace, TraceDroppedEventsWarning, trace
 
 _register()
@@ -25,15 +28,22 @@ _register()
 __version__ = "0.1.0"
 
 __all__ = [
+    "Explanation",
     "Trace",
     "TraceDroppedEventsWarning",
     "autocast_rules",
+    "coverage",
+    "explain",
     "fallback_policy",
     "get_fallback_policy",
+    "get_profile",
     "load_trace",
     "native_ops",
     "native_ops_by_family",
+    "profile_ops",
     "set_fallback_policy",
+    "set_profile",
     "trace",
+    "use_profile",
     "via_cpu_ops",
 ]

@@ -18,8 +18,11 @@
 
 #include "aten/Fallback.h"
 
+#include "aten/FallbackCount.h"
 #include "aten/FallbackPolicy.h"
+#include "aten/GenericNative.h"
 #include "aten/HostView.h"
+#include "aten/Profile.h"
 #include "runtime/Device.h"
 #include "runtime/Generator.h"
 #include "trace/Hooks.h"
@@ -392,6 +395,11 @@ class Fallback {
 }  // namespace
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (profile_covers(op.operator_name())) {  // Note [Profiles]
+    generic_native(op, stack);
+    return;
+  }
+  count_fallback();
   Fallback(op, stack).run();
 }
 

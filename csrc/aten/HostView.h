@@ -4,9 +4,10 @@
 // openreg's device memory is ordinary host RAM handed out by
 // runtime/DeviceAllocator. A kernel can therefore compute on an openreg tensor
 // by wrapping the same bytes in a CPU tensor (`host_view`) and running CPU code
-// on it: no data moves. Hand-written kernels and copies use this; the CPU
-// fallback deliberately does not (it copies, as a real accelerator must), so
-// that the cost of falling back is visible.
+// on it: no data moves. Hand-written kernels, copies and the generic native
+// path (Note [Generic native path]) use this; the CPU fallback deliberately
+// does not (it copies, as a real accelerator must), so that the cost of
+// falling back is visible.
 
 #include <ATen/core/Tensor.h>
 

@@ -17,6 +17,8 @@
 
 namespace py = pybind11;
 
+void bind_profiles(py::module_& m);  // Profiles.cpp
+
 namespace {
 
 void init() {
@@ -98,4 +100,5 @@ PYBIND11_MODULE(_C, m) {
   });
 
   openreg::python::bind_trace(m);
+  bind_profiles(m);
 }

@@ -4,15 +4,24 @@
 
 namespace openreg::trace {
 
+namespace {
+
+// Sets the kernel of the innermost open event, if it is an op.
+void mark_innermost(Writer& w, Kernel kernel) {
+  const int32_t owner = w.innermost();
+  if (owner >= 0 && w->events[owner].kind == static_cast<int8_t>(Kind::Op)) {
+    w->events[owner].kernel = static_cast<int8_t>(kernel);
+  }
+}
+
+}  // namespace
+
 void FallbackScope::begin(const c10::FunctionSchema& op) {
   Writer w;
   if (!w) {
     return;
   }
-  const int32_t owner = w.innermost();
-  if (owner >= 0 && w->events[owner].kind == static_cast<int8_t>(Kind::Op)) {
-    w->events[owner].kernel = static_cast<int8_t>(Kernel::Fallback);
-  }
+  mark_innermost(w, Kernel::Fallback);
   Event e{};
   e.start_ns = now_ns();
   e.dur_ns = -1;  // until it ends
@@ -125,6 +134,16 @@ void record_memory(Kind kind, c10::DeviceIndex device, int64_t bytes, int64_t to
   e.seq = total;
   e.device = static_cast<int8_t>(device);
   w.append(e);
+}
+
+void mark_kernel(Kernel kernel) {
+  if (!enabled()) {
+    return;
+  }
+  Writer w;
+  if (w) {
+    mark_innermost(w, kernel);
+  }
 }
 
 void record_mark(std::string_view name) {

@@ -89,6 +89,10 @@ void record_cast(int64_t start_ns, const c10::FunctionSchema& op, size_t arg_ind
 // device afterwards.
 void record_memory(Kind kind, c10::DeviceIndex device, int64_t bytes, int64_t total);
 
+// Says which kernel the innermost open op really ran, where its dispatch table
+// cannot tell (e.g. a profile's composite redirect registered as a kernel).
+void mark_kernel(Kernel kernel);
+
 // An instant, e.g. "profile: mps".
 void record_mark(std::string_view name);
 

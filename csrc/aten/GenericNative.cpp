@@ -1,0 +1,385 @@
+// The generic native path: see Note [Generic native path].
+
+#include "aten/GenericNative.h"
+
+#include "aten/HostView.h"
+#include "runtime/Device.h"
+#include "runtime/DeviceAllocator.h"
+#include "runtime/Generator.h"
+
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/TensorImpl.h>
+
+#include <atomic>
+#include <cstring>
+#include <unordered_map>
+
+namespace openreg {
+namespace {
+
+constexpr auto kOpenReg = c10::DeviceType::PrivateUse1;
+
+thread_local c10::DeviceIndex tls_divert_to = -1;  // >= 0 inside a generic call
+thread_local uint64_t tls_generic_calls = 0;
+std::atomic<c10::DeleterFnPtr> g_device_deleter{nullptr};
+
+// The CPU allocator while a profile with generic kernels is active.
+class DeviceMemoryForCpu final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    if (tls_divert_to < 0) {
+      return base_.load(std::memory_order_relaxed)->allocate(nbytes);
+    }
+    c10::DataPtr ptr = device_allocator().allocate(nbytes);  // on the guarded device
+    g_device_deleter.store(ptr.get_deleter(), std::memory_order_relaxed);
+    ptr.unsafe_set_device(c10::Device(c10::kCPU));
+    return ptr;
+  }
+  c10::DeleterFnPtr raw_deleter() const override {
+    return base_.load(std::memory_order_relaxed)->raw_deleter();
+  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+
+  std::atomic<c10::Allocator*> base_{nullptr};
+};
+
+DeviceMemoryForCpu& wrapper() {
+  static auto* w = new DeviceMemoryForCpu();  // leaked: storages keep pointing at it
+  return *w;
+}
+
+// Installed above any other CPU allocator; removal puts the previous one back
+// at the same (highest) priority, since c10 only lets an equal or higher
+// priority replace an allocator. A library that later sets its own CPU
+// allocator with a lower priority is then ignored by c10: a known limit.
+constexpr uint8_t kPriority = UINT8_MAX;
+
+class DivertGuard {
+ public:
+  explicit DivertGuard(c10::DeviceIndex d) : previous_(tls_divert_to) {
+    tls_divert_to = d;
+  }
+  ~DivertGuard() {
+    tls_divert_to = previous_;
+  }
+  DivertGuard(const DivertGuard&) = delete;
+  DivertGuard& operator=(const DivertGuard&) = delete;
+
+ private:
+  c10::DeviceIndex previous_;
+};
+
+bool on_openreg(const at::Tensor& t) {
+  return t.defined() && t.device().type() == kOpenReg;
+}
+
+bool is_optional_generator(const c10::Argument& arg) {
+  const auto* opt = arg.type()->castRaw<c10::OptionalType>();
+  return opt != nullptr && opt->getElementType()->kind() == c10::TypeKind::GeneratorType;
+}
+
+bool is_written(const c10::Argument& arg) {
+  return arg.alias_info() != nullptr && arg.alias_info()->isWrite();
+}
+
+int aliased_argument(const c10::FunctionSchema& schema, const c10::Argument& ret) {
+  const c10::AliasInfo* info = ret.alias_info();
+  if (info == nullptr) {
+    return -1;
+  }
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const c10::AliasInfo* a = schema.arguments()[i].alias_info();
+    if (a != nullptr && a->beforeSets() == info->beforeSets()) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+// Keeps a CPU storage (device memory from the wrapper) alive for the openreg
+// storage that now presents its bytes.
+struct Keep {
+  c10::Storage storage;
+};
+
+void delete_keep(void* ctx) {
+  delete static_cast<Keep*>(ctx);
+}
+
+c10::DataPtr device_data_ptr(const c10::Storage& s, c10::Device device) {
+  void* data = s.mutable_data();
+  return {data, new Keep{s}, &delete_keep, device};
+}
+
+bool in_device_memory(const c10::Storage& s) {
+  const c10::DeleterFnPtr d = g_device_deleter.load(std::memory_order_relaxed);
+  return d != nullptr && s.data_ptr().get_deleter() == d;
+}
+
+void copy_metadata(const at::Tensor& dst, const at::Tensor& like) {
+  dst.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(),
+                                                   like.storage_offset());
+}
+
+// A host alias of an argument the kernel writes: like host_view, but
+// resizable, so that an out= argument of the wrong size can be resized (into
+// device memory, through the wrapper).
+at::Tensor writable_host_view(const at::Tensor& t) {
+  const c10::Storage& storage = t.storage();
+  c10::Storage alias(c10::Storage::use_byte_size_t(), storage.nbytes(),
+                     c10::DataPtr(const_cast<void*>(storage.data()), c10::Device(c10::kCPU)),
+                     &wrapper(), /*resizable=*/true);
+  auto out = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(alias), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+  copy_metadata(out, t);
+  out._set_conj(t.is_conj());
+  out._set_neg(t.is_neg());
+  return out;
+}
+
+class GenericCall {
+ public:
+  GenericCall(const c10::OperatorHandle& op, torch::jit::Stack* stack)
+      : schema_(op.schema()),
+        op_(op),
+        stack_(stack),
+        num_args_(schema_.arguments().size()),
+        first_arg_(stack->size() - num_args_) {}
+
+  void run() {
+    ++tls_generic_calls;
+    find_device();
+    c10::DeviceGuard guard(device_);
+    std::vector<c10::IValue> originals(stack_->begin() + first_arg_, stack_->end());
+    for (size_t i = 0; i < num_args_; ++i) {
+      c10::IValue& v = (*stack_)[first_arg_ + i];
+      v = to_host(v, schema_.arguments()[i]);
+    }
+    std::vector<c10::IValue> host_args(stack_->begin() + first_arg_, stack_->end());
+    {
+      DivertGuard divert(device_.index());
+      op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack_);
+    }
+    for (size_t i = 0; i < num_args_; ++i) {
+      if (is_written(schema_.arguments()[i])) {
+        write_back(originals[i], host_args[i]);
+      }
+    }
+    const size_t num_returns = schema_.returns().size();
+    const size_t first_ret = stack_->size() - num_returns;
+    for (size_t j = 0; j < num_returns; ++j) {
+      const c10::Argument& ret = schema_.returns()[j];
+      c10::IValue& v = (*stack_)[first_ret + j];
+      const int arg = aliased_argument(schema_, ret);
+      if (arg >= 0 && is_written(ret)) {
+        v = originals[arg];  // in-place / out=: the caller's own tensor
+      } else {
+        v = to_device(v);
+      }
+    }
+  }
+
+ private:
+  // Same rules as the fallback (Note [Fallback device rules]).
+  void find_device() {
+    std::optional<c10::Device> found;
+    bool cpu_operand = false;
+    auto note = [&](c10::Device d) {
+      if (d.index() < 0) {
+        d = c10::Device(kOpenReg, current_device());
+      }
+      TORCH_CHECK(!found.has_value() || *found == d,
+                  "Expected all tensors to be on the same device, but found at least two "
+                  "devices, ",
+                  *found, " and ", d, "! (in ", c10::toString(schema_.operator_name()), ")");
+      found = d;
+    };
+    auto tensor = [&](const at::Tensor& t, bool indices) {
+      if (on_openreg(t)) {
+        note(t.device());
+      } else if (t.defined() && t.dim() > 0 && !indices) {
+        cpu_operand = true;
+      }
+    };
+    for (size_t i = 0; i < num_args_; ++i) {
+      const c10::IValue& v = (*stack_)[first_arg_ + i];
+      const bool indices = schema_.arguments()[i].name() == "indices";
+      if (v.isTensor()) {
+        tensor(v.toTensor(), false);
+      } else if (v.isList()) {
+        for (const c10::IValue& e : v.toListRef()) {
+          if (e.isTensor()) {
+            tensor(e.toTensor(), indices);
+          }
+        }
+      } else if (v.isDevice() && v.toDevice().type() == kOpenReg) {
+        note(v.toDevice());
+      }
+    }
+    TORCH_CHECK(!(cpu_operand && found.has_value()),
+                "Expected all tensors to be on the same device, but found at least two devices, ",
+                *found, " and cpu! (in ", c10::toString(schema_.operator_name()), ")");
+    device_ = found.value_or(c10::Device(kOpenReg, current_device()));
+  }
+
+  at::Tensor tensor_to_host(const at::Tensor& t, bool written) {
+    if (!on_openreg(t)) {
+      return t;
+    }
+    at::Tensor h = written ? writable_host_view(t) : host_view(t);
+    inputs_.emplace(t.storage().data(), t);
+    return h;
+  }
+
+  c10::IValue to_host(const c10::IValue& v, const c10::Argument& arg) {
+    if (v.isTensor()) {
+      return tensor_to_host(v.toTensor(), is_written(arg));
+    }
+    if (v.isTensorList()) {
+      c10::List<at::Tensor> out;
+      out.reserve(v.toTensorList().size());
+      for (const at::Tensor& t : v.toTensorList()) {
+        out.push_back(tensor_to_host(t, false));
+      }
+      return out;
+    }
+    if (v.isOptionalTensorList()) {
+      c10::List<std::optional<at::Tensor>> out;
+      for (const c10::IValue& e : v.toListRef()) {
+        if (e.isTensor()) {
+          out.push_back(tensor_to_host(e.toTensor(), false));
+        } else {
+          out.push_back(std::nullopt);
+        }
+      }
+      return out;
+    }
+    if (v.isDevice() && v.toDevice().type() == kOpenReg) {
+      return c10::Device(c10::kCPU);
+    }
+    if (is_optional_generator(arg)) {
+      std::optional<at::Generator> gen;
+      if (v.isGenerator()) {
+        gen = v.toGenerator();
+      }
+      if (!gen.has_value() || gen->device().type() == kOpenReg) {
+        return engine_for(gen, device_.index());
+      }
+    }
+    return v;
+  }
+
+  // The kernel wrote through the host alias: the bytes are already in place;
+  // only a new storage (a resize) or a new shape must reach the original.
+  void write_back(const c10::IValue& original, const c10::IValue& host) {
+    auto one = [&](const at::Tensor& o, const at::Tensor& h) {
+      if (!on_openreg(o)) {
+        return;
+      }
+      if (h.storage().data() != o.storage().data()) {
+        if (in_device_memory(h.storage())) {
+          c10::StorageImpl* impl = o.storage().unsafeGetStorageImpl();
+          impl->set_data_ptr_noswap(device_data_ptr(h.storage(), device_));
+          impl->set_nbytes(h.storage().nbytes());
+        } else {
+          o.resize_(h.sizes());
+          o.copy_(h);  // not device memory: move it, visibly
+        }
+      }
+      if (o.sizes() != h.sizes() || o.strides() != h.strides() ||
+          o.storage_offset() != h.storage_offset()) {
+        copy_metadata(o, h);
+      }
+    };
+    if (original.isTensor()) {
+      one(original.toTensor(), host.toTensor());
+    } else if (original.isTensorList()) {
+      auto o = original.toTensorList();
+      auto h = host.toTensorList();
+      for (size_t k = 0; k < o.size(); ++k) {
+        one(o[k], h[k]);
+      }
+    }
+  }
+
+  at::Tensor tensor_to_device(const at::Tensor& r) {
+    if (!r.defined() || on_openreg(r)) {
+      return r;
+    }
+    auto base = inputs_.find(r.storage().data());
+    if (base != inputs_.end()) {
+      // A view of an argument: the same view of the original openreg tensor.
+      const at::Tensor& b = base->second;
+      auto out = at::detail::make_tensor<c10::TensorImpl>(
+          c10::TensorImpl::VIEW, c10::Storage(b.storage()), b.key_set(), r.dtype());
+      copy_metadata(out, r);
+      return out;
+    }
+    if (!in_device_memory(r.storage())) {
+      return r.to(device_);  // not allocated by this call: through the copy path
+    }
+    c10::StorageImpl* impl = r.storage().unsafeGetStorageImpl();
+    auto it = adopted_.find(impl);
+    if (it == adopted_.end()) {
+      c10::Storage s(c10::Storage::use_byte_size_t(), impl->nbytes(),
+                     device_data_ptr(r.storage(), device_), &device_allocator(),
+                     /*resizable=*/true);
+      it = adopted_.emplace(impl, std::move(s)).first;
+    }
+    auto out = at::detail::make_tensor<c10::TensorImpl>(
+        c10::Storage(it->second), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r.dtype());
+    copy_metadata(out, r);
+    out._set_conj(r.is_conj());
+    out._set_neg(r.is_neg());
+    return out;
+  }
+
+  c10::IValue to_device(const c10::IValue& v) {
+    if (v.isTensor()) {
+      return tensor_to_device(v.toTensor());
+    }
+    if (v.isTensorList()) {
+      c10::List<at::Tensor> out;
+      for (const at::Tensor& t : v.toTensorList()) {
+        out.push_back(tensor_to_device(t));
+      }
+      return out;
+    }
+    return v;
+  }
+
+  const c10::FunctionSchema& schema_;
+  const c10::OperatorHandle& op_;
+  torch::jit::Stack* stack_;
+  const size_t num_args_;
+  const size_t first_arg_;
+  c10::Device device_{kOpenReg};
+  std::unordered_map<const void*, at::Tensor> inputs_;  // host bytes -> original
+  std::unordered_map<const c10::StorageImpl*, c10::Storage> adopted_;
+};
+
+}  // namespace
+
+void generic_native(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  GenericCall(op, stack).run();
+}
+
+uint64_t generic_calls_on_this_thread() noexcept {
+  return tls_generic_calls;
+}
+
+void divert_cpu_allocations(bool on) {
+  DeviceMemoryForCpu& w = wrapper();
+  c10::Allocator* current = c10::GetCPUAllocator();
+  if (on && current != &w) {
+    w.base_.store(current, std::memory_order_relaxed);
+    c10::SetCPUAllocator(&w, kPriority);
+  } else if (!on && current == &w) {
+    c10::SetCPUAllocator(w.base_.load(std::memory_order_relaxed), kPriority);
+  }
+}
+
+}  // namespace openreg

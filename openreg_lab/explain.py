@@ -1,0 +1,323 @@
+"""``explain(op, *args, **kwargs)``: why the dispatcher runs the kernel it runs, step by step.
+
+The explanation is read from the dispatcher's own tables for the call's dispatch key set, then the
+call is run once (in-place and ``out=`` calls do mutate their arguments) under a
+``TorchDispatchMode`` that observes the operators a composite decomposes into.
+"""
+
+from __future__ import annotations
+
+import difflib
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from openreg_lab import profiles as _profiles
+from openreg_lab._native import native_ops, via_cpu_ops
+from openreg_lab.coverage import _classify as _apply_profile
+from openreg_lab.coverage import _static
+
+DispatchKey = torch._C.DispatchKey
+
+# The tags the dispatcher prints after each entry of an operator's computed table, and what
+# they mean here.
+_TAGS = {
+    "kernel": "kernel",
+    "autograd kernel": "kernel",
+    "default backend kernel": "composite_explicit",
+    "math kernel": "composite_implicit",
+    "backend fallback": "boxed fallback",
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One dispatch key the call passes through."""
+
+    key: str  #: runtime dispatch key, e.g. ``"AutogradPrivateUse1"``
+    registered: str  #: kernel, fallthrough, boxed fallback, composite_explicit, composite_implicit, missing
+    action: str  #: passes through, redispatches below, decomposes, runs, error
+    source: str  #: where the dispatcher says it was registered
+
+
+@dataclass(frozen=True)
+class Call:
+    """An operator observed while running the call (``depth`` 0: called by the explained call)."""
+
+    depth: int
+    op: str
+    resolution: str  #: as in ``coverage()``
+    kernel: str  #: as in ``coverage()``
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The result of ``explain()``: data fields, and a readable ``repr``."""
+
+    op: str  #: ``aten::add.Tensor``
+    schema: str
+    argument_keys: tuple[str, ...]  #: union of the tensor arguments' dispatch keys
+    tls_included: tuple[str, ...]
+    tls_excluded: tuple[str, ...]
+    keys: tuple[str, ...]  #: the key set dispatched on, highest priority first
+    steps: tuple[Step, ...]
+    resolution: str  #: how openreg resolves the op (``coverage()``'s column)
+    kernel: str  #: what runs for openreg (``coverage()``'s ``kernel`` column)
+    profile: str | None
+    calls: tuple[Call, ...] = field(default=())  #: observed sub-operators (composites)
+    error: str | None = None  #: what the call raised when it was run, if anything
+
+    def __repr__(self) -> str:
+        lines = [f"explain {self.op}", f"  schema: {self.schema}"]
+        if self.profile is not None:
+            lines.append(f"  profile: {self.profile}")
+        lines.append(f"  keys from arguments: {', '.join(self.argument_keys) or '(none)'}")
+        lines.append(f"  thread-local included: {', '.join(self.tls_included) or '(none)'}")
+        lines.append(f"  thread-local excluded: {', '.join(self.tls_excluded) or '(none)'}")
+        lines.append(f"  dispatch key set: {', '.join(self.keys)}")
+        lines.append("  path:")
+        width = max((len(s.key) for s in self.steps), default=0)
+        for s in self.steps:
+            lines.append(f"    {s.key:<{width}}  {s.registered:<18}  {s.action}")
+        lines.append(f"  openreg: {self.resolution} ({self.kernel})")
+        if self.calls:
+            lines.append("  decomposes into:")
+            for c in self.calls:
+                lines.append(f"    {'  ' * c.depth}{c.op}  [{c.resolution}, {c.kernel}]")
+        if self.error is not None:
+            lines.append(f"  raised: {self.error}")
+        return "\n".join(lines)
+
+
+def _resolve_op(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch._ops.OpOverload:
+    if isinstance(op, str):
+        name = op if "::" in op else f"aten::{op}"
+        ns, _, rest = name.partition("::")
+        base, _, overload = rest.partition(".")
+        try:
+            packet = getattr(getattr(torch.ops, ns), base)
+            return getattr(packet, overload or "default")
+        except (AttributeError, RuntimeError):
+            hints = difflib.get_close_matches(name, torch._C._dispatch_get_all_op_names(), n=3)
+            hint = f"; did you mean {', '.join(hints)}?" if hints else ""
+            raise ValueError(f"explain: no operator named {name!r}{hint}") from None
+    if isinstance(op, torch._ops.OpOverload):
+        return op
+    if isinstance(op, torch._ops.OpOverloadPacket):
+        errors = []
+        for overload in op.overloads():
+            candidate = getattr(op, overload)
+            try:
+                _check_schema(candidate._schema, args, kwargs)
+            except RuntimeError as e:
+                errors.append(f"  {candidate._schema}: {e}".splitlines()[0])
+                continue
+            return candidate
+        raise TypeError(
+            f"explain: the arguments match no overload of {op._qualified_op_name}:\n" + "\n".join(errors)
+        )
+    raise TypeError(
+        "explain takes an operator: an overload like torch.ops.aten.add.Tensor, a packet like "
+        f"torch.ops.aten.add, or a name like 'aten::add.Tensor'; got {type(op).__name__}"
+    )
+
+
+def _check_schema(schema: torch._C.FunctionSchema, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Raise RuntimeError when the arguments do not match ``schema`` (as the dispatcher checks them)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "converting a tensor with requires_grad to a scalar"
+        torch._C._check_schema_allow_fake_script_object(schema, *args, **kwargs)
+
+
+def _key_names(ks: torch._C.DispatchKeySet) -> tuple[str, ...]:
+    names = []
+    while True:
+        k = ks.highestPriorityTypeId()
+        if k == DispatchKey.Undefined:
+            return tuple(names)
+        names.append(_name(k))
+        ks = ks & torch._C._dispatch_keyset_full_after(k)
+
+
+def _name(k: torch._C.DispatchKey) -> str:
+    return torch._C._dispatch_key_name(k)  # k.name is "???" for a few keys
+
+
+def _table(name: str) -> dict[str, tuple[str, str]]:
+    """``{runtime key: (registered, source)}`` from the dispatcher's computed table for ``name``."""
+    out = {}
+    for line in torch._C._dispatch_dump_table(name).splitlines():
+        key, sep, text = line.partition(": ")
+        if not sep:
+            continue
+        text = text.strip()
+        tag = text.rsplit("[", 1)[-1].rstrip("]") if text.endswith("]") else ""
+        registered = "fallthrough" if text.startswith("fallthrough") else _TAGS.get(tag, tag or "kernel")
+        source = text.removeprefix("fallthrough ").removeprefix("registered at ")
+        out[key.strip()] = (registered, source)
+    return out
+
+
+def _is_backend(k: torch._C.DispatchKey) -> bool:
+    return torch._C._dispatch_is_included_in_alias(k, DispatchKey.CompositeExplicitAutograd)
+
+
+def _device_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch._C.DispatchKeySet:
+    """The backend BackendSelect picks from a ``device=`` argument (cpu when there is none)."""
+    device = kwargs.get("device")
+    if device is None:
+        device = next((a for a in args if isinstance(a, torch.device)), "cpu")
+    key = torch._C._dispatch_key_for_device(torch.device(device).type)
+    return torch._C.DispatchKeySet(torch._C._dispatch_key_parse(key))
+
+
+_OPENREG_ACTIONS = {
+    "hand_written": "runs openreg's hand-written kernel",
+    "generic": "runs the generic native path (the CPU kernel on device memory, no copies)",
+    "cpu_fallback": "runs the boxed CPU fallback (copies to the host and back)",
+    "via_cpu": "runs openreg's kernel, which computes through the copy path",
+    "registered": "runs a kernel registered outside openreg",
+    "composite": "runs the composite kernel (the active profile lacks this op)",
+}
+
+
+def _walk(
+    name: str,
+    ks: torch._C.DispatchKeySet,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    openreg_kernel: str,
+) -> list[Step]:
+    table = _table(name)
+    steps = []
+    while True:
+        k = ks.highestPriorityTypeId()
+        if k == DispatchKey.Undefined:
+            steps.append(Step("(none)", "missing", "error: no key left to run the call", ""))
+            return steps
+        key = _name(k)
+        registered, source = table.get(key, ("missing", ""))
+        after = torch._C._dispatch_keyset_full_after(k)
+        if registered == "missing":
+            steps.append(Step(key, registered, "error: nothing registered", source))
+            return steps
+        if registered == "fallthrough":
+            steps.append(Step(key, registered, "passes through", source))
+        elif registered.startswith("composite"):
+            steps.append(Step(key, registered, "decomposes into other operators", source))
+            return steps
+        elif _is_backend(k):
+            action = "runs"
+            if k == DispatchKey.PrivateUse1:
+                action = _OPENREG_ACTIONS.get(openreg_kernel, action)
+            steps.append(Step(key, registered, action, source))
+            return steps
+        else:
+            steps.append(Step(key, registered, "runs, then redispatches below", source))
+            if k == DispatchKey.BackendSelect:
+                ks = ks | _device_key(args, kwargs)
+        ks = ks & after
+
+
+class _Observer(TorchDispatchMode):
+    """Records every operator call it sees, and the calls of composite kernels nested in them."""
+
+    def __init__(self, ops: frozenset[str] | None) -> None:
+        super().__init__()
+        self.calls: list[Call] = []
+        self.depth = 0
+        self.ops = ops
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        name = func.name()
+        resolution, kernel = _classify(name, self.ops)
+        self.calls.append(Call(self.depth, name, resolution, kernel))
+        # Run below the Python key, with this mode active again, so that a composite kernel's own
+        # calls are observed (one level deeper).
+        ks = _argument_keys(args, kwargs) | torch._C._dispatch_tls_local_include_set()
+        ks = ks & torch._C._dispatch_keyset_full_after(DispatchKey.Python)
+        # A redispatch runs the kernel of the highest key as is: skip the fallthroughs first.
+        table = _table(name)
+        while (k := ks.highestPriorityTypeId()) != DispatchKey.Undefined and (
+            table.get(_name(k), ("",))[0] == "fallthrough"
+        ):
+            ks = ks & torch._C._dispatch_keyset_full_after(k)
+        self.depth += 1
+        try:
+            with self:
+                return func.redispatch(ks, *args, **kwargs)
+        finally:
+            self.depth -= 1
+
+
+def _argument_keys(args: Any, kwargs: Any) -> torch._C.DispatchKeySet:
+    ks = torch._C.DispatchKeySet(DispatchKey.Undefined)
+    for leaf in tree_flatten((args, kwargs))[0]:
+        if isinstance(leaf, torch.Tensor):
+            ks = ks | torch._C._dispatch_keys(leaf)
+    return ks
+
+
+def _classify(name: str, ops: frozenset[str] | None) -> tuple[str, str]:
+    active = _profiles._active
+    overridden = active is not None and name in active.overridden()
+    static = _static(name, overridden, frozenset(native_ops()), frozenset(via_cpu_ops()))
+    return _apply_profile(name, static, ops)
+
+
+def explain(op: Any, *args: Any, **kwargs: Any) -> Explanation:
+    """Explain how the dispatcher runs ``op(*args, **kwargs)`` on openreg, then run it once.
+
+    ``op`` is an overload (``torch.ops.aten.add.Tensor``), a packet (``torch.ops.aten.add``, the
+    overload is chosen from the arguments as the dispatcher would) or a name (``"aten::add.Tensor"``).
+    The dispatch key set is the union of the tensor arguments' keys plus the thread-local included
+    keys, minus the thread-local excluded ones; each key is looked up in the operator's dispatch
+    table, highest priority first. Raises ``ValueError`` for an unknown operator and ``TypeError``
+    for arguments that do not match its schema; an exception raised by running the call is kept
+    in ``Explanation.error`` instead.
+    """
+    overload = _resolve_op(op, args, kwargs)
+    schema = overload._schema
+    try:
+        _check_schema(schema, args, kwargs)
+    except RuntimeError as e:
+        raise TypeError(f"explain: the arguments do not match {schema}: {e}") from None
+    name = overload.name()
+    argument_keys = _argument_keys(args, kwargs)
+    included = torch._C._dispatch_tls_local_include_set()
+    excluded = torch._C._dispatch_tls_local_exclude_set()
+    ks = (argument_keys | included) - excluded
+    ops = _profiles.active_profile_ops()
+    resolution, kernel = _classify(name, ops)
+    steps = _walk(name, ks, args, kwargs, kernel)
+    observer = _Observer(ops)
+    error = None
+    try:
+        with observer:
+            overload(*args, **kwargs)
+    except Exception as e:  # the explanation stands; the failure is part of it
+        error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    # The first observed call is the explained operator itself when it reaches the Python key; a
+    # composite implicit one is decomposed above it, so its sub-operators come first instead.
+    calls = observer.calls
+    if calls and calls[0].op == name and calls[0].depth == 0:
+        calls = [Call(c.depth - 1, c.op, c.resolution, c.kernel) for c in calls[1:] if c.depth > 0]
+    return Explanation(
+        op=name,
+        schema=str(schema),
+        argument_keys=_key_names(argument_keys),
+        tls_included=_key_names(included),
+        tls_excluded=_key_names(excluded),
+        keys=_key_names(ks),
+        steps=tuple(steps),
+        resolution=resolution,
+        kernel=kernel,
+        profile=_profiles.get_profile(),
+        calls=tuple(calls),
+        error=error,
+    )

@@ -1,0 +1,143 @@
+"""explain(): the dispatch path of one call, read from the dispatcher's tables, and its decomposition."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+import openreg_lab
+
+
+@pytest.fixture(autouse=True)
+def _no_profile() -> Iterator[None]:
+    yield
+    openreg_lab.set_profile(None)
+
+
+def _x() -> torch.Tensor:
+    return torch.randn(3, 4).to("openreg")
+
+
+def _path(e: openreg_lab.Explanation) -> list[tuple[str, str]]:
+    return [(s.key, s.registered) for s in e.steps]
+
+
+def test_native_op():
+    x = _x()
+    e = openreg_lab.explain(torch.ops.aten.add.Tensor, x, x)
+    assert e.op == "aten::add.Tensor"
+    assert {"PrivateUse1", "AutogradPrivateUse1", "ADInplaceOrView"} <= set(e.argument_keys)
+    assert "AutocastPrivateUse1" in e.tls_excluded and "AutocastPrivateUse1" not in e.keys
+    assert _path(e) == [
+        ("AutogradPrivateUse1", "kernel"),
+        ("ADInplaceOrView", "fallthrough"),
+        ("BackendSelect", "fallthrough"),
+        ("PrivateUse1", "kernel"),
+    ]
+    assert e.steps[-1].action == "runs openreg's hand-written kernel"
+    assert "Binary.cpp" in e.steps[-1].source
+    assert (e.resolution, e.kernel) == ("native", "hand_written")
+    # The kernel's own calls: it only allocates its result.
+    assert [c.op for c in e.calls] == ["aten::empty.memory_format"]
+
+
+def test_composite_implicit_decomposition_is_observed():
+    x, w, b = _x(), torch.randn(5, 4).to("openreg"), torch.randn(5).to("openreg")
+    e = openreg_lab.explain(torch.ops.aten.linear.default, x, w, b)
+    assert _path(e) == [("AutogradPrivateUse1", "composite_implicit")]
+    assert (e.resolution, e.kernel) == ("composite_implicit", "composite")
+    top = [(c.op, c.kernel) for c in e.calls if c.depth == 0]
+    assert top == [("aten::t", "composite"), ("aten::addmm", "hand_written")]
+    assert ("aten::as_strided", "hand_written") in [(c.op, c.kernel) for c in e.calls]  # inside t
+    assert "decomposes into" in repr(e) and "aten::addmm" in repr(e)
+
+
+def test_composite_explicit_and_fallback():
+    x = _x()
+    e = openreg_lab.explain(torch.ops.aten.atan2.default, x, x)
+    assert _path(e)[-1] == ("PrivateUse1", "composite_explicit")
+    assert [(c.op, c.kernel) for c in e.calls if c.depth == 0] == [
+        ("aten::empty.memory_format", "hand_written"),
+        ("aten::atan2.out", "cpu_fallback"),
+    ]
+    # The fallback's own transfers show under it.
+    assert "aten::_copy_from" in [c.op for c in e.calls if c.depth > 0]
+
+
+def test_thread_local_state_enters_the_key_set():
+    x, w = _x(), torch.randn(4, 5).to("openreg")
+    with torch.autocast("openreg", dtype=torch.bfloat16):
+        e = openreg_lab.explain(torch.ops.aten.mm.default, x, w)
+    assert e.steps[0].key == "AutocastPrivateUse1" and e.steps[0].registered == "kernel"
+    assert "AutocastPrivateUse1" not in e.tls_excluded
+    assert [c.op for c in e.calls if c.depth == 0].count("aten::_to_copy") == 2  # the casts
+    with (
+        torch.no_grad(),
+        torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.AutogradPrivateUse1)),
+    ):
+        e = openreg_lab.explain(torch.ops.aten.mm.default, x, w)
+    assert "AutogradPrivateUse1" in e.tls_excluded
+    assert _path(e)[0] == ("ADInplaceOrView", "fallthrough")
+
+
+def test_factory_goes_through_backend_select():
+    e = openreg_lab.explain("aten::empty.memory_format", [2, 3], device="openreg")
+    assert e.argument_keys == ()
+    assert _path(e) == [
+        ("ADInplaceOrView", "fallthrough"),
+        ("BackendSelect", "kernel"),
+        ("PrivateUse1", "kernel"),
+    ]
+
+
+def test_packet_chooses_the_overload():
+    x = _x()
+    assert openreg_lab.explain(torch.ops.aten.add, x, x).op == "aten::add.Tensor"
+    assert openreg_lab.explain(torch.ops.aten.add, x, 2).op == "aten::add.Scalar"
+    assert openreg_lab.explain("add.Tensor", x, x).op == "aten::add.Tensor"
+
+
+def test_under_a_profile():
+    x = _x()
+    with openreg_lab.use_profile("minimal"):
+        e = openreg_lab.explain(torch.ops.aten.add.Tensor, x, x)
+    assert e.profile == "minimal"
+    assert (e.resolution, e.kernel) == ("composite_explicit", "composite")
+    assert "composite kernel" in e.steps[-1].action
+    assert ("aten::add.out", "cpu_fallback") in [(c.op, c.kernel) for c in e.calls]
+    with openreg_lab.use_profile("cpu"):
+        e = openreg_lab.explain(torch.ops.aten.atan2.default, x, x)
+    assert (e.resolution, e.kernel) == ("native", "generic")
+    assert "generic native path" in e.steps[-1].action
+
+
+def test_repr_reads_well():
+    x = _x()
+    text = repr(openreg_lab.explain(torch.ops.aten.add.Tensor, x, x))
+    assert text.splitlines()[0] == "explain aten::add.Tensor"
+    assert "dispatch key set: AutogradPrivateUse1, ADInplaceOrView, BackendSelect, PrivateUse1" in text
+    assert "openreg: native (hand_written)" in text
+
+
+def test_errors():
+    x = _x()
+    with pytest.raises(ValueError, match=r"no operator named 'aten::atan3'; did you mean"):
+        openreg_lab.explain("aten::atan3", x)
+    with pytest.raises(TypeError, match=r"do not match aten::add.Tensor\(Tensor self"):
+        openreg_lab.explain(torch.ops.aten.add.Tensor, x, "two")
+    with pytest.raises(TypeError, match="match no overload of aten::add"):
+        openreg_lab.explain(torch.ops.aten.add, x, "two")
+    with pytest.raises(TypeError, match="explain takes an operator"):
+        openreg_lab.explain(torch.add, x, x)
+
+
+def test_a_failing_call_is_explained_with_its_error():
+    x = _x()
+    with openreg_lab.fallback_policy("error"):
+        e = openreg_lab.explain(torch.ops.aten.atan2.default, x, x)
+    assert e.error is not None and e.error.startswith("NotImplementedError")
+    assert "aten::atan2.out" in e.error
+    assert ("aten::atan2.out", "cpu_fallback") in [(c.op, c.kernel) for c in e.calls]
+    assert repr(e).splitlines()[-1].startswith("  raised: NotImplementedError")
