@@ -1,8 +1,8 @@
 """``explain(op, *args, **kwargs)``: why the dispatcher runs the kernel it runs, step by step.
 
 The explanation is read from the dispatcher's own tables for the call's dispatch key set, then the
-call is run once (in-place and ``out=`` calls do mutate their arguments) under a
-``TorchDispatchMode`` that observes the operators a composite decomposes into.
+call is run once (in-place and ``out=`` calls do mutate their arguments) under ``openreg_lab.trace()``,
+which observes the operators a composite decomposes into and the kernel each of them ran.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from openreg_lab import profiles as _profiles
@@ -52,6 +51,7 @@ class Call:
     op: str
     resolution: str  #: as in ``coverage()``
     kernel: str  #: as in ``coverage()``
+    ran: str = ""  #: what the trace saw run: native, fallback or composite
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,8 @@ class Explanation:
     profile: str | None
     calls: tuple[Call, ...] = field(default=())  #: observed sub-operators (composites)
     error: str | None = None  #: what the call raised when it was run, if anything
+    #: the ``Trace`` of the run: its copies, casts and allocations too
+    trace: Any = field(default=None, repr=False, compare=False)
 
     def __repr__(self) -> str:
         lines = [f"explain {self.op}", f"  schema: {self.schema}"]
@@ -87,7 +89,8 @@ class Explanation:
         if self.calls:
             lines.append("  decomposes into:")
             for c in self.calls:
-                lines.append(f"    {'  ' * c.depth}{c.op}  [{c.resolution}, {c.kernel}]")
+                ran = f", ran {c.ran}" if c.ran else ""
+                lines.append(f"    {'  ' * c.depth}{c.op}  [{c.resolution}, {c.kernel}{ran}]")
         if self.error is not None:
             lines.append(f"  raised: {self.error}")
         return "\n".join(lines)
@@ -223,36 +226,36 @@ def _walk(
         ks = ks & after
 
 
-class _Observer(TorchDispatchMode):
-    """Records every operator call it sees, and the calls of composite kernels nested in them."""
+def _observed_calls(name: str, run: Any, ops: frozenset[str] | None) -> tuple[list[Call], str | None, Any]:
+    """Run ``run()`` under a trace; return the operators it called below ``name``, its error and
+    the trace."""
+    from openreg_lab.trace import Trace
 
-    def __init__(self, ops: frozenset[str] | None) -> None:
-        super().__init__()
-        self.calls: list[Call] = []
-        self.depth = 0
-        self.ops = ops
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        name = func.name()
-        resolution, kernel = _classify(name, self.ops)
-        self.calls.append(Call(self.depth, name, resolution, kernel))
-        # Run below the Python key, with this mode active again, so that a composite kernel's own
-        # calls are observed (one level deeper).
-        ks = _argument_keys(args, kwargs) | torch._C._dispatch_tls_local_include_set()
-        ks = ks & torch._C._dispatch_keyset_full_after(DispatchKey.Python)
-        # A redispatch runs the kernel of the highest key as is: skip the fallthroughs first.
-        table = _table(name)
-        while (k := ks.highestPriorityTypeId()) != DispatchKey.Undefined and (
-            table.get(_name(k), ("",))[0] == "fallthrough"
-        ):
-            ks = ks & torch._C._dispatch_keyset_full_after(k)
-        self.depth += 1
+    error = None
+    with Trace() as t:
         try:
-            with self:
-                return func.redispatch(ks, *args, **kwargs)
-        finally:
-            self.depth -= 1
+            run()
+        except Exception as e:  # the explanation stands; the failure is part of it
+            error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    ev = t.events
+    ops_ev = ev[ev["kind"] == "op"]
+    if ops_ev.empty:
+        return [], error, t
+    parent = dict(zip(ev["id"], ev["parent"], strict=True))
+    top = ops_ev[ops_ev["parent"] == -1]
+    # The explained op is the first top-level call when it reaches openreg's keys; otherwise
+    # (a composite decomposed above them) its sub-operators are the top-level calls.
+    root = int(top["id"].iloc[0]) if top["name"].iloc[0] == name else -1
+    calls = []
+    for row in ops_ev.itertuples(index=False):
+        depth, up = 0, int(row.parent)
+        while up not in (-1, root):
+            depth, up = depth + 1, int(parent[up])
+        if int(row.id) == root or (root >= 0 and up != root):
+            continue
+        resolution, kernel = _classify(row.name, ops)
+        calls.append(Call(depth, row.name, resolution, kernel, row.kernel or ""))
+    return calls, error, t
 
 
 def _argument_keys(args: Any, kwargs: Any) -> torch._C.DispatchKeySet:
@@ -295,18 +298,7 @@ def explain(op: Any, *args: Any, **kwargs: Any) -> Explanation:
     ops = _profiles.active_profile_ops()
     resolution, kernel = _classify(name, ops)
     steps = _walk(name, ks, args, kwargs, kernel)
-    observer = _Observer(ops)
-    error = None
-    try:
-        with observer:
-            overload(*args, **kwargs)
-    except Exception as e:  # the explanation stands; the failure is part of it
-        error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-    # The first observed call is the explained operator itself when it reaches the Python key; a
-    # composite implicit one is decomposed above it, so its sub-operators come first instead.
-    calls = observer.calls
-    if calls and calls[0].op == name and calls[0].depth == 0:
-        calls = [Call(c.depth - 1, c.op, c.resolution, c.kernel) for c in calls[1:] if c.depth > 0]
+    calls, error, observed = _observed_calls(name, lambda: overload(*args, **kwargs), ops)
     return Explanation(
         op=name,
         schema=str(schema),
@@ -320,4 +312,5 @@ def explain(op: Any, *args: Any, **kwargs: Any) -> Explanation:
         profile=_profiles.get_profile(),
         calls=tuple(calls),
         error=error,
+        trace=observed,
     )

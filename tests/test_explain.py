@@ -58,12 +58,14 @@ def test_composite_explicit_and_fallback():
     x = _x()
     e = openreg_lab.explain(torch.ops.aten.atan2.default, x, x)
     assert _path(e)[-1] == ("PrivateUse1", "composite_explicit")
-    assert [(c.op, c.kernel) for c in e.calls if c.depth == 0] == [
-        ("aten::empty.memory_format", "hand_written"),
-        ("aten::atan2.out", "cpu_fallback"),
+    assert [(c.op, c.kernel, c.ran) for c in e.calls if c.depth == 0] == [
+        ("aten::empty.memory_format", "hand_written", "native"),
+        ("aten::atan2.out", "cpu_fallback", "fallback"),
     ]
-    # The fallback's own transfers show under it.
-    assert "aten::_copy_from" in [c.op for c in e.calls if c.depth > 0]
+    # The fallback's transfers are in the run's trace: x (passed twice, copied once) out, the result back.
+    copies = e.trace.copies()
+    assert copies["direction"].tolist() == ["D2H", "H2D"]
+    assert set(copies["op"]) == {"aten::atan2.out"}
 
 
 def test_thread_local_state_enters_the_key_set():
@@ -72,7 +74,8 @@ def test_thread_local_state_enters_the_key_set():
         e = openreg_lab.explain(torch.ops.aten.mm.default, x, w)
     assert e.steps[0].key == "AutocastPrivateUse1" and e.steps[0].registered == "kernel"
     assert "AutocastPrivateUse1" not in e.tls_excluded
-    assert [c.op for c in e.calls if c.depth == 0].count("aten::_to_copy") == 2  # the casts
+    assert [c.op for c in e.calls if c.depth == 0].count("aten::to.dtype") == 2  # the casts
+    assert e.trace.casts()["argument"].tolist() == ["self", "mat2"]
     with (
         torch.no_grad(),
         torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.AutogradPrivateUse1)),
