@@ -231,7 +231,9 @@ void run_backward(const at::Tensor& grad_output, const at::Tensor& self, const a
   const at::Tensor w = weight.defined() ? weight.contiguous() : weight;
   const int64_t* t = target.const_data_ptr<int64_t>();
   check_targets(g, t, ignore_index);
-  std::memset(grad_input.mutable_data_ptr(), 0, grad_input.nbytes());
+  if (grad_input.nbytes() > 0) {  // an empty grad_input may have no data: no memset(nullptr)
+    std::memset(grad_input.mutable_data_ptr(), 0, grad_input.nbytes());
+  }
   int64_t go_strides[3] = {0, 0, 0};
   if (elementwise) {
     for (int64_t d = 0; d < grad_output.dim(); ++d) {
