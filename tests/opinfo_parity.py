@@ -32,6 +32,10 @@ TOLERANCE = {
     # amplifies into gradients of up to 1e-4 that should be 0. Other samples agree to 2e-6.
     "nn.functional.layer_norm": (2e-4, 1e-4),
     "native_layer_norm": (2e-4, 1e-4),
+    # The gradient of `other` where it was broadcast sums x * 2**other * ln 2 over the broadcast
+    # dim: terms of up to ~1.6e3 that cancel to ~50, so summation order alone moves the float32
+    # result by an ulp of the terms (1.2e-4). openreg's order lands nearer the float64 sum than CPU's.
+    "ldexp": (5e-4, 1.3e-6),
 }
 
 # Ops whose outputs are uninitialised memory: only their metadata is comparable.

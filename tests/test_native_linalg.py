@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import openreg_lab
+from tests.native_checks import assert_matches, check, check_error
 
 NATIVE = ["mm", "mm.out", "addmm", "addmm.out", "addmm_", "bmm", "bmm.out", "dot", "mv", "mv.out"]
 
@@ -26,39 +27,6 @@ def make(shape, dtype=torch.float32, seed=0):
             shape, generator=g, dtype=torch.complex128 if dtype.is_complex else torch.float64
         ).to(dtype)
     return torch.randint(-9, 9, shape, generator=g, dtype=dtype)
-
-
-def to_dev(x):
-    return x.to("openreg") if isinstance(x, torch.Tensor) else x
-
-
-def assert_matches(actual, expected, **tol):
-    if isinstance(expected, (tuple, list)):
-        for a, e in zip(actual, expected, strict=True):
-            assert_matches(a, e, **tol)
-        return
-    assert actual.device.type == "openreg"
-    torch.testing.assert_close(actual.cpu(), expected, **tol)
-
-
-def check(fn, *args, **tol):
-    """fn on CPU tensors vs on their openreg copies, natively (policy "error")."""
-    expected = fn(*args)
-    dev_args = [to_dev(a) for a in args]
-    with openreg_lab.fallback_policy("error"):
-        actual = fn(*dev_args)
-    assert_matches(actual, expected, **tol)
-    return actual
-
-
-def check_error(fn, *args):
-    """fn raises the same exception type and message on openreg (natively) as on CPU."""
-    with pytest.raises(Exception) as cpu_err:
-        fn(*args)
-    dev_args = [to_dev(a) for a in args]
-    with openreg_lab.fallback_policy("error"), pytest.raises(cpu_err.type) as dev_err:
-        fn(*dev_args)
-    assert str(dev_err.value).splitlines()[0] == str(cpu_err.value).splitlines()[0]
 
 
 def native(op: str) -> bool:

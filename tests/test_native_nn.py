@@ -699,6 +699,23 @@ def test_nll_loss2d(dtype, reduction, weighted):
         check(a, expected, **tol(dtype))
 
 
+@pytest.mark.parametrize("reduction", [0, 1, 2])
+def test_nll_loss2d_empty_batch(reduction):
+    # No positions: empty results and gradients, a NaN mean, and no access to the (absent) data of
+    # the empty gradient (make test-asan caught a memset on its null pointer).
+    x = randn(0, 3, 4, 5)
+    t = torch.zeros(0, 4, 5, dtype=torch.long)
+    out, total = aten.nll_loss2d_forward(x, t, None, reduction, -100)
+    go = randn(*out.shape, seed=1)
+    expected = aten.nll_loss2d_backward(go, x, t, None, reduction, -100, total)
+    with native():
+        out_d, total_d = aten.nll_loss2d_forward(dev(x), dev(t), None, reduction, -100)
+        gi = aten.nll_loss2d_backward(dev(go), dev(x), dev(t), None, reduction, -100, dev(total))
+    check(out_d, out)
+    check(total_d, total)
+    check(gi, expected)
+
+
 def test_nll_loss2d_autograd_and_errors():
     x = randn(2, 3, 4, 5).requires_grad_()
     xd = dev(x.detach()).requires_grad_()

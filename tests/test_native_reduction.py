@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import openreg_lab
+from tests.native_checks import assert_matches, check, check_error
 
 NATIVE = [
     "sum",
@@ -55,40 +56,6 @@ def make(shape, dtype=torch.float32, seed=0):
         return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
     low = 0 if dtype == torch.uint8 else -50
     return torch.randint(low, 50, shape, generator=g, dtype=dtype)
-
-
-def to_dev(x):
-    return x.to("openreg") if isinstance(x, torch.Tensor) else x
-
-
-def assert_matches(actual, expected, **tol):
-    if isinstance(expected, tuple):
-        assert isinstance(actual, tuple) and len(actual) == len(expected)
-        for a, e in zip(actual, expected, strict=True):
-            assert_matches(a, e, **tol)
-        return
-    assert actual.device.type == "openreg"
-    torch.testing.assert_close(actual.cpu(), expected, **tol)
-
-
-def check(fn, *args, **tol):
-    """fn on CPU tensors vs on their openreg copies, natively (policy "error")."""
-    expected = fn(*args)
-    dev_args = [to_dev(a) for a in args]
-    with openreg_lab.fallback_policy("error"):
-        actual = fn(*dev_args)
-    assert_matches(actual, expected, **tol)
-    return actual
-
-
-def check_error(fn, *args):
-    """fn raises the same exception type and message on openreg (natively) as on CPU."""
-    with pytest.raises(Exception) as cpu_err:
-        fn(*args)
-    dev_args = [to_dev(a) for a in args]
-    with openreg_lab.fallback_policy("error"), pytest.raises(cpu_err.type) as dev_err:
-        fn(*dev_args)
-    assert str(dev_err.value).splitlines()[0] == str(cpu_err.value).splitlines()[0]
 
 
 @pytest.mark.parametrize("op", NATIVE)

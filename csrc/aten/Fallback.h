@@ -6,11 +6,16 @@
 // for, say) hands the whole call to the fallback instead of failing:
 //
 //   if (!is_native_dtype(self.scalar_type())) {
-//     return openreg::fallback<ATEN_OP(add_Tensor)>(self, other, alpha);
+//     return openreg::fallback<at::_ops::add_Tensor>(self, other, alpha);
 //   }
 //
 // The call then behaves exactly as if openreg had no kernel for the op: the
 // fallback policy applies and the data moves through the copy path.
+//
+// The operator is named by its class, at::_ops::<name>_<overload> (from the
+// light <ATen/ops/<name>_ops.h>). PyTorch's ATEN_OP(<name>_<overload>) macro
+// expands to the same name, but it is defined in <ATen/Operators.h>, which
+// includes every operator's header: kernels do not use it.
 
 #include <ATen/native/CPUFallback.h>
 

@@ -10,10 +10,16 @@
 #include "runtime/Generator.h"
 #include "runtime/Stream.h"
 
+#include <c10/core/Stream.h>
+#include <c10/util/Exception.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 #include <torch/csrc/Generator.h>
-#include <torch/extension.h>
 
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace py = pybind11;
 

@@ -31,11 +31,7 @@ using c10::Scalar;
 using c10::ScalarType;
 using loops::Loop;
 using loops::Mode;
-
-Tensor run_unary(const Tensor& self, const Tensor& out, Mode mode, ScalarType dtype,
-                 c10::function_ref<void(const Loop&)> kernel) {
-  return loops::run_elementwise(out, mode, dtype, {loops::to_compute(self, dtype)}, kernel);
-}
+using loops::run_unary;
 
 // A backward formula: (grad_output, x) -> grad_input, in their promoted dtype.
 Tensor run_backward(const Tensor& grad_output, const Tensor& x, const Tensor& grad_input,
@@ -63,7 +59,7 @@ bool relu_native(const Tensor& self) {
 
 Tensor relu(const Tensor& self) {
   if (!relu_native(self)) {
-    return fallback<ATEN_OP(relu)>(self);
+    return fallback<at::_ops::relu>(self);
   }
   const ScalarType dtype = self.scalar_type();
   return run_unary(self, Tensor(), Mode::Functional, dtype,
@@ -72,7 +68,7 @@ Tensor relu(const Tensor& self) {
 
 Tensor& relu_(Tensor& self) {
   if (!relu_native(self)) {
-    return fallback<ATEN_OP(relu_)>(self);
+    return fallback<at::_ops::relu_>(self);
   }
   const ScalarType dtype = self.scalar_type();
   run_unary(self, self, Mode::InPlace, dtype,
@@ -82,7 +78,7 @@ Tensor& relu_(Tensor& self) {
 
 Tensor& relu_out(const Tensor& self, Tensor& out) {
   if (!relu_native(self)) {
-    return fallback<ATEN_OP(relu_out)>(self, out);
+    return fallback<at::_ops::relu_out>(self, out);
   }
   const ScalarType dtype = self.scalar_type();
   run_unary(self, out, Mode::Out, dtype, [dtype](const Loop& loop) { relu_kernel(loop, dtype); });
@@ -109,7 +105,7 @@ bool threshold_native(const Tensor& grad_output, const Tensor& self) {
 
 Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold) {
   if (!threshold_native(grad_output, self)) {
-    return fallback<ATEN_OP(threshold_backward)>(grad_output, self, threshold);
+    return fallback<at::_ops::threshold_backward>(grad_output, self, threshold);
   }
   return threshold_backward_run(grad_output, self, threshold, Tensor());
 }
@@ -117,8 +113,8 @@ Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const S
 Tensor& threshold_backward_out(const Tensor& grad_output, const Tensor& self,
                                const Scalar& threshold, Tensor& grad_input) {
   if (!threshold_native(grad_output, self)) {
-    return fallback<ATEN_OP(threshold_backward_grad_input)>(grad_output, self, threshold,
-                                                            grad_input);
+    return fallback<at::_ops::threshold_backward_grad_input>(grad_output, self, threshold,
+                                                             grad_input);
   }
   threshold_backward_run(grad_output, self, threshold, grad_input);
   return grad_input;
@@ -372,7 +368,7 @@ Tensor gelu(const Tensor& self, std::string_view approximate) {
   const bool tanh = gelu_tanh(approximate);
   const ScalarType dtype = self.scalar_type();
   if (!loops::is_floating(dtype)) {
-    return fallback<ATEN_OP(gelu)>(self, approximate);
+    return fallback<at::_ops::gelu>(self, approximate);
   }
   return run_unary(self, Tensor(), Mode::Functional, dtype,
                    [&](const Loop& loop) { gelu_forward(loop, dtype, tanh); });
@@ -382,7 +378,7 @@ Tensor& gelu_(Tensor& self, std::string_view approximate) {
   const bool tanh = gelu_tanh(approximate);
   const ScalarType dtype = self.scalar_type();
   if (!loops::is_floating(dtype)) {
-    return fallback<ATEN_OP(gelu_)>(self, approximate);
+    return fallback<at::_ops::gelu_>(self, approximate);
   }
   run_unary(self, self, Mode::InPlace, dtype,
             [&](const Loop& loop) { gelu_forward(loop, dtype, tanh); });
@@ -393,7 +389,7 @@ Tensor& gelu_out(const Tensor& self, std::string_view approximate, Tensor& out) 
   const bool tanh = gelu_tanh(approximate);
   const ScalarType dtype = self.scalar_type();
   if (!loops::is_floating(dtype)) {
-    return fallback<ATEN_OP(gelu_out)>(self, approximate, out);
+    return fallback<at::_ops::gelu_out>(self, approximate, out);
   }
   run_unary(self, out, Mode::Out, dtype,
             [&](const Loop& loop) { gelu_forward(loop, dtype, tanh); });
@@ -404,7 +400,7 @@ Tensor gelu_backward(const Tensor& grad_output, const Tensor& self, std::string_
   const bool tanh = gelu_tanh(approximate);
   const ScalarType dtype = loops::result_type(grad_output, self);
   if (!loops::is_floating(dtype)) {
-    return fallback<ATEN_OP(gelu_backward)>(grad_output, self, approximate);
+    return fallback<at::_ops::gelu_backward>(grad_output, self, approximate);
   }
   return run_backward(grad_output, self, Tensor(), dtype,
                       [&](const Loop& loop) { gelu_backward_kernel(loop, dtype, tanh); });
@@ -415,7 +411,7 @@ Tensor& gelu_backward_out(const Tensor& grad_output, const Tensor& self,
   const bool tanh = gelu_tanh(approximate);
   const ScalarType dtype = loops::result_type(grad_output, self);
   if (!loops::is_floating(dtype)) {
-    return fallback<ATEN_OP(gelu_backward_grad_input)>(grad_output, self, approximate, grad_input);
+    return fallback<at::_ops::gelu_backward_grad_input>(grad_output, self, approximate, grad_input);
   }
   run_backward(grad_output, self, grad_input, dtype,
                [&](const Loop& loop) { gelu_backward_kernel(loop, dtype, tanh); });
@@ -426,13 +422,13 @@ Tensor& gelu_backward_out(const Tensor& grad_output, const Tensor& self,
 
 // The functional, in-place and out= forms of an activation, and the
 // functional and grad_input= forms of its backward.
-#define OPENREG_ACTIVATION(m, name, F, kPromote)                                  \
-  OPENREG_IMPL(m, #name, (forward<F, kPromote, ATEN_OP(name)>));                  \
-  OPENREG_IMPL(m, #name "_", (forward_<F, kPromote, ATEN_OP(name##_)>));          \
-  OPENREG_IMPL(m, #name ".out", (forward_out<F, kPromote, ATEN_OP(name##_out)>)); \
-  OPENREG_IMPL(m, #name "_backward", (backward<F, ATEN_OP(name##_backward)>));    \
-  OPENREG_IMPL(m, #name "_backward.grad_input",                                   \
-               (backward_out<F, ATEN_OP(name##_backward_grad_input)>))
+#define OPENREG_ACTIVATION(m, name, F, kPromote)                                   \
+  OPENREG_IMPL(m, #name, (forward<F, kPromote, at::_ops::name>));                  \
+  OPENREG_IMPL(m, #name "_", (forward_<F, kPromote, at::_ops::name##_>));          \
+  OPENREG_IMPL(m, #name ".out", (forward_out<F, kPromote, at::_ops::name##_out>)); \
+  OPENREG_IMPL(m, #name "_backward", (backward<F, at::_ops::name##_backward>));    \
+  OPENREG_IMPL(m, #name "_backward.grad_input",                                    \
+               (backward_out<F, at::_ops::name##_backward_grad_input>))
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_IMPL(m, "relu", relu);

@@ -405,7 +405,7 @@ Tensor add_run(const Tensor& self, const Scalar& other, const Scalar& alpha, con
 Tensor add_tensor(const Tensor& self, const Tensor& other, const Scalar& alpha) {
   const ScalarType dtype = loops::result_type(self, other);
   if (!loops::is_native(dtype)) {
-    return fallback<ATEN_OP(add_Tensor)>(self, other, alpha);
+    return fallback<at::_ops::add_Tensor>(self, other, alpha);
   }
   return add_run(self, other, alpha, Tensor(), Mode::Functional, dtype);
 }
@@ -413,7 +413,7 @@ Tensor add_tensor(const Tensor& self, const Tensor& other, const Scalar& alpha) 
 Tensor& add__tensor(Tensor& self, const Tensor& other, const Scalar& alpha) {
   const ScalarType dtype = loops::result_type(self, other);
   if (!loops::is_native(dtype)) {
-    return fallback<ATEN_OP(add__Tensor)>(self, other, alpha);
+    return fallback<at::_ops::add__Tensor>(self, other, alpha);
   }
   add_run(self, other, alpha, self, Mode::InPlace, dtype);
   return self;
@@ -422,7 +422,7 @@ Tensor& add__tensor(Tensor& self, const Tensor& other, const Scalar& alpha) {
 Tensor& add_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Tensor& out) {
   const ScalarType dtype = loops::result_type(self, other);
   if (!loops::is_native(dtype)) {
-    return fallback<ATEN_OP(add_out)>(self, other, alpha, out);
+    return fallback<at::_ops::add_out>(self, other, alpha, out);
   }
   add_run(self, other, alpha, out, Mode::Out, dtype);
   return out;
@@ -431,7 +431,7 @@ Tensor& add_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Te
 Tensor add_scalar(const Tensor& self, const Scalar& other, const Scalar& alpha) {
   const ScalarType dtype = loops::result_type(self, other);
   if (!loops::is_native(dtype)) {
-    return fallback<ATEN_OP(add_Scalar)>(self, other, alpha);
+    return fallback<at::_ops::add_Scalar>(self, other, alpha);
   }
   return add_run(self, other, alpha, Tensor(), Mode::Functional, dtype);
 }
@@ -439,7 +439,7 @@ Tensor add_scalar(const Tensor& self, const Scalar& other, const Scalar& alpha) 
 Tensor& add__scalar(Tensor& self, const Scalar& other, const Scalar& alpha) {
   const ScalarType dtype = loops::result_type(self, other);
   if (!loops::is_native(dtype)) {
-    return fallback<ATEN_OP(add__Scalar)>(self, other, alpha);
+    return fallback<at::_ops::add__Scalar>(self, other, alpha);
   }
   add_run(self, other, alpha, self, Mode::InPlace, dtype);
   return self;
@@ -449,7 +449,7 @@ Tensor& add__scalar(Tensor& self, const Scalar& other, const Scalar& alpha) {
 Tensor sub_tensor(const Tensor& self, const Tensor& other, const Scalar& alpha) {
   const ScalarType dtype = loops::result_type(self, other);
   if (!loops::is_native(dtype)) {
-    return fallback<ATEN_OP(sub_Tensor)>(self, other, alpha);
+    return fallback<at::_ops::sub_Tensor>(self, other, alpha);
   }
   at::native::sub_check(self, other);
   at::native::alpha_check(dtype, alpha);
@@ -459,7 +459,7 @@ Tensor sub_tensor(const Tensor& self, const Tensor& other, const Scalar& alpha) 
 Tensor& sub__tensor(Tensor& self, const Tensor& other, const Scalar& alpha) {
   const ScalarType dtype = loops::result_type(self, other);
   if (!loops::is_native(dtype)) {
-    return fallback<ATEN_OP(sub__Tensor)>(self, other, alpha);
+    return fallback<at::_ops::sub__Tensor>(self, other, alpha);
   }
   at::native::sub_check(self, other);
   at::native::alpha_check(dtype, alpha);
@@ -470,7 +470,7 @@ Tensor& sub__tensor(Tensor& self, const Tensor& other, const Scalar& alpha) {
 Tensor& sub_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Tensor& out) {
   const ScalarType dtype = loops::result_type(self, other);
   if (!loops::is_native(dtype)) {
-    return fallback<ATEN_OP(sub_out)>(self, other, alpha, out);
+    return fallback<at::_ops::sub_out>(self, other, alpha, out);
   }
   at::native::sub_check(self, other);
   at::native::alpha_check(dtype, alpha);
@@ -481,7 +481,7 @@ Tensor& sub_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Te
 Tensor sub_scalar(const Tensor& self, const Scalar& other, const Scalar& alpha) {
   const ScalarType dtype = loops::result_type(self, other);
   if (!loops::is_native(dtype)) {
-    return fallback<ATEN_OP(sub_Scalar)>(self, other, alpha);
+    return fallback<at::_ops::sub_Scalar>(self, other, alpha);
   }
   at::native::sub_check(self, other);
   at::native::alpha_check(dtype, alpha);
@@ -491,7 +491,7 @@ Tensor sub_scalar(const Tensor& self, const Scalar& other, const Scalar& alpha) 
 Tensor& sub__scalar(Tensor& self, const Scalar& other, const Scalar& alpha) {
   const ScalarType dtype = loops::result_type(self, other);
   if (!loops::is_native(dtype)) {
-    return fallback<ATEN_OP(sub__Scalar)>(self, other, alpha);
+    return fallback<at::_ops::sub__Scalar>(self, other, alpha);
   }
   at::native::sub_check(self, other);
   at::native::alpha_check(dtype, alpha);
@@ -503,7 +503,7 @@ Tensor& sub__scalar(Tensor& self, const Scalar& other, const Scalar& alpha) {
 Tensor rsub_tensor(const Tensor& self, const Tensor& other, const Scalar& alpha) {
   const ScalarType dtype = loops::result_type(other, self);
   if (!loops::is_native(dtype)) {
-    return fallback<ATEN_OP(rsub_Tensor)>(self, other, alpha);
+    return fallback<at::_ops::rsub_Tensor>(self, other, alpha);
   }
   at::native::sub_check(other, self);
   at::native::alpha_check(dtype, alpha);
@@ -513,7 +513,7 @@ Tensor rsub_tensor(const Tensor& self, const Tensor& other, const Scalar& alpha)
 Tensor rsub_scalar(const Tensor& self, const Scalar& other, const Scalar& alpha) {
   const ScalarType dtype = loops::result_type(self, other);
   if (!loops::is_native(dtype)) {
-    return fallback<ATEN_OP(rsub_Scalar)>(self, other, alpha);
+    return fallback<at::_ops::rsub_Scalar>(self, other, alpha);
   }
   at::native::sub_check(self, other);
   at::native::alpha_check(dtype, alpha);
@@ -525,7 +525,7 @@ Tensor rsub_scalar(const Tensor& self, const Scalar& other, const Scalar& alpha)
 Tensor mul_tensor(const Tensor& self, const Tensor& other) {
   const ScalarType dtype = loops::result_type(self, other);
   if (!loops::is_native(dtype)) {
-    return fallback<ATEN_OP(mul_Tensor)>(self, other);
+    return fallback<at::_ops::mul_Tensor>(self, other);
   }
   return binary_folding(self, other, Tensor(), Mode::Functional, dtype,
                         [&](const Loop& loop, const ScalarArg* s) { mul_kernel(loop, s, dtype); });
@@ -534,7 +534,7 @@ Tensor mul_tensor(const Tensor& self, const Tensor& other) {
 Tensor& mul__tensor(Tensor& self, const Tensor& other) {
   const ScalarType dtype = loops::result_type(self, other);
   if (!loops::is_native(dtype)) {
-    return fallback<ATEN_OP(mul__Tensor)>(self, other);
+    return fallback<at::_ops::mul__Tensor>(self, other);
   }
   binary_folding(self, other, self, Mode::InPlace, dtype,
                  [&](const Loop& loop, const ScalarArg* s) { mul_kernel(loop, s, dtype); });
@@ -544,7 +544,7 @@ Tensor& mul__tensor(Tensor& self, const Tensor& other) {
 Tensor& mul_out(const Tensor& self, const Tensor& other, Tensor& out) {
   const ScalarType dtype = loops::result_type(self, other);
   if (!loops::is_native(dtype)) {
-    return fallback<ATEN_OP(mul_out)>(self, other, out);
+    return fallback<at::_ops::mul_out>(self, other, out);
   }
   binary_folding(self, other, out, Mode::Out, dtype,
                  [&](const Loop& loop, const ScalarArg* s) { mul_kernel(loop, s, dtype); });
@@ -554,7 +554,7 @@ Tensor& mul_out(const Tensor& self, const Tensor& other, Tensor& out) {
 Tensor mul_scalar(const Tensor& self, const Scalar& other) {
   const ScalarType dtype = loops::result_type(self, other);
   if (!loops::is_native(dtype)) {
-    return fallback<ATEN_OP(mul_Scalar)>(self, other);
+    return fallback<at::_ops::mul_Scalar>(self, other);
   }
   return binary_folding(self, other, Tensor(), Mode::Functional, dtype,
                         [&](const Loop& loop, const ScalarArg* s) { mul_kernel(loop, s, dtype); });
@@ -563,7 +563,7 @@ Tensor mul_scalar(const Tensor& self, const Scalar& other) {
 Tensor& mul__scalar(Tensor& self, const Scalar& other) {
   const ScalarType dtype = loops::result_type(self, other);
   if (!loops::is_native(dtype)) {
-    return fallback<ATEN_OP(mul__Scalar)>(self, other);
+    return fallback<at::_ops::mul__Scalar>(self, other);
   }
   binary_folding(self, other, self, Mode::InPlace, dtype,
                  [&](const Loop& loop, const ScalarArg* s) { mul_kernel(loop, s, dtype); });
@@ -593,7 +593,7 @@ Tensor div_run(const Tensor& self, const Other& other, const Tensor& out, Mode m
 Tensor div_tensor(const Tensor& self, const Tensor& other) {
   const ScalarType dtype = div_dtype(loops::result_type(self, other), Rounding::None);
   if (!div_native(dtype, Rounding::None)) {
-    return fallback<ATEN_OP(div_Tensor)>(self, other);
+    return fallback<at::_ops::div_Tensor>(self, other);
   }
   return div_run(self, other, Tensor(), Mode::Functional, dtype, Rounding::None);
 }
@@ -601,7 +601,7 @@ Tensor div_tensor(const Tensor& self, const Tensor& other) {
 Tensor& div__tensor(Tensor& self, const Tensor& other) {
   const ScalarType dtype = div_dtype(loops::result_type(self, other), Rounding::None);
   if (!div_native(dtype, Rounding::None)) {
-    return fallback<ATEN_OP(div__Tensor)>(self, other);
+    return fallback<at::_ops::div__Tensor>(self, other);
   }
   div_run(self, other, self, Mode::InPlace, dtype, Rounding::None);
   return self;
@@ -610,7 +610,7 @@ Tensor& div__tensor(Tensor& self, const Tensor& other) {
 Tensor& div_out(const Tensor& self, const Tensor& other, Tensor& out) {
   const ScalarType dtype = div_dtype(loops::result_type(self, other), Rounding::None);
   if (!div_native(dtype, Rounding::None)) {
-    return fallback<ATEN_OP(div_out)>(self, other, out);
+    return fallback<at::_ops::div_out>(self, other, out);
   }
   div_run(self, other, out, Mode::Out, dtype, Rounding::None);
   return out;
@@ -621,7 +621,7 @@ Tensor div_tensor_mode(const Tensor& self, const Tensor& other,
   const Rounding rounding = parse_rounding(rounding_mode);
   const ScalarType dtype = div_dtype(loops::result_type(self, other), rounding);
   if (!div_native(dtype, rounding)) {
-    return fallback<ATEN_OP(div_Tensor_mode)>(self, other, rounding_mode);
+    return fallback<at::_ops::div_Tensor_mode>(self, other, rounding_mode);
   }
   return div_run(self, other, Tensor(), Mode::Functional, dtype, rounding);
 }
@@ -631,7 +631,7 @@ Tensor& div__tensor_mode(Tensor& self, const Tensor& other,
   const Rounding rounding = parse_rounding(rounding_mode);
   const ScalarType dtype = div_dtype(loops::result_type(self, other), rounding);
   if (!div_native(dtype, rounding)) {
-    return fallback<ATEN_OP(div__Tensor_mode)>(self, other, rounding_mode);
+    return fallback<at::_ops::div__Tensor_mode>(self, other, rounding_mode);
   }
   div_run(self, other, self, Mode::InPlace, dtype, rounding);
   return self;
@@ -642,7 +642,7 @@ Tensor& div_out_mode(const Tensor& self, const Tensor& other,
   const Rounding rounding = parse_rounding(rounding_mode);
   const ScalarType dtype = div_dtype(loops::result_type(self, other), rounding);
   if (!div_native(dtype, rounding)) {
-    return fallback<ATEN_OP(div_out_mode)>(self, other, rounding_mode, out);
+    return fallback<at::_ops::div_out_mode>(self, other, rounding_mode, out);
   }
   div_run(self, other, out, Mode::Out, dtype, rounding);
   return out;
@@ -651,7 +651,7 @@ Tensor& div_out_mode(const Tensor& self, const Tensor& other,
 Tensor div_scalar(const Tensor& self, const Scalar& other) {
   const ScalarType dtype = div_dtype(loops::result_type(self, other), Rounding::None);
   if (!div_native(dtype, Rounding::None)) {
-    return fallback<ATEN_OP(div_Scalar)>(self, other);
+    return fallback<at::_ops::div_Scalar>(self, other);
   }
   return div_run(self, other, Tensor(), Mode::Functional, dtype, Rounding::None);
 }
@@ -659,7 +659,7 @@ Tensor div_scalar(const Tensor& self, const Scalar& other) {
 Tensor& div__scalar(Tensor& self, const Scalar& other) {
   const ScalarType dtype = div_dtype(loops::result_type(self, other), Rounding::None);
   if (!div_native(dtype, Rounding::None)) {
-    return fallback<ATEN_OP(div__Scalar)>(self, other);
+    return fallback<at::_ops::div__Scalar>(self, other);
   }
   div_run(self, other, self, Mode::InPlace, dtype, Rounding::None);
   return self;
@@ -670,7 +670,7 @@ Tensor div_scalar_mode(const Tensor& self, const Scalar& other,
   const Rounding rounding = parse_rounding(rounding_mode);
   const ScalarType dtype = div_dtype(loops::result_type(self, other), rounding);
   if (!div_native(dtype, rounding)) {
-    return fallback<ATEN_OP(div_Scalar_mode)>(self, other, rounding_mode);
+    return fallback<at::_ops::div_Scalar_mode>(self, other, rounding_mode);
   }
   return div_run(self, other, Tensor(), Mode::Functional, dtype, rounding);
 }
@@ -680,7 +680,7 @@ Tensor& div__scalar_mode(Tensor& self, const Scalar& other,
   const Rounding rounding = parse_rounding(rounding_mode);
   const ScalarType dtype = div_dtype(loops::result_type(self, other), rounding);
   if (!div_native(dtype, rounding)) {
-    return fallback<ATEN_OP(div__Scalar_mode)>(self, other, rounding_mode);
+    return fallback<at::_ops::div__Scalar_mode>(self, other, rounding_mode);
   }
   div_run(self, other, self, Mode::InPlace, dtype, rounding);
   return self;
@@ -690,7 +690,7 @@ Tensor& div__scalar_mode(Tensor& self, const Scalar& other,
 
 template <bool kMax>
 Tensor minmax(const Tensor& self, const Tensor& other) {
-  using Op = std::conditional_t<kMax, ATEN_OP(maximum), ATEN_OP(minimum)>;
+  using Op = std::conditional_t<kMax, at::_ops::maximum, at::_ops::minimum>;
   const ScalarType dtype = loops::result_type(self, other);
   if (!loops::is_native(dtype)) {
     return fallback<Op>(self, other);
@@ -701,7 +701,7 @@ Tensor minmax(const Tensor& self, const Tensor& other) {
 
 template <bool kMax>
 Tensor& minmax_out(const Tensor& self, const Tensor& other, Tensor& out) {
-  using Op = std::conditional_t<kMax, ATEN_OP(maximum_out), ATEN_OP(minimum_out)>;
+  using Op = std::conditional_t<kMax, at::_ops::maximum_out, at::_ops::minimum_out>;
   const ScalarType dtype = loops::result_type(self, other);
   if (!loops::is_native(dtype)) {
     return fallback<Op>(self, other, out);
@@ -734,7 +734,7 @@ Tensor pow_scalar_run(const Tensor& self, const Scalar& exponent, const Tensor& 
 Tensor pow_tensor_scalar(const Tensor& self, const Scalar& exponent) {
   const ScalarType dtype = loops::result_type(self, exponent);
   if (!pow_native(dtype)) {
-    return fallback<ATEN_OP(pow_Tensor_Scalar)>(self, exponent);
+    return fallback<at::_ops::pow_Tensor_Scalar>(self, exponent);
   }
   return pow_scalar_run(self, exponent, Tensor(), Mode::Functional, dtype);
 }
@@ -742,7 +742,7 @@ Tensor pow_tensor_scalar(const Tensor& self, const Scalar& exponent) {
 Tensor& pow__scalar(Tensor& self, const Scalar& exponent) {
   const ScalarType dtype = loops::result_type(self, exponent);
   if (!pow_native(dtype)) {
-    return fallback<ATEN_OP(pow__Scalar)>(self, exponent);
+    return fallback<at::_ops::pow__Scalar>(self, exponent);
   }
   pow_scalar_run(self, exponent, self, Mode::InPlace, dtype);
   return self;
@@ -751,7 +751,7 @@ Tensor& pow__scalar(Tensor& self, const Scalar& exponent) {
 Tensor& pow_tensor_scalar_out(const Tensor& self, const Scalar& exponent, Tensor& out) {
   const ScalarType dtype = loops::result_type(self, exponent);
   if (!pow_native(dtype)) {
-    return fallback<ATEN_OP(pow_Tensor_Scalar_out)>(self, exponent, out);
+    return fallback<at::_ops::pow_Tensor_Scalar_out>(self, exponent, out);
   }
   pow_scalar_run(self, exponent, out, Mode::Out, dtype);
   return out;
@@ -766,7 +766,7 @@ Tensor pow_tensor_run(const Tensor& self, const Tensor& exponent, const Tensor& 
 Tensor pow_tensor_tensor(const Tensor& self, const Tensor& exponent) {
   const ScalarType dtype = loops::result_type(self, exponent);
   if (!pow_native(dtype)) {
-    return fallback<ATEN_OP(pow_Tensor_Tensor)>(self, exponent);
+    return fallback<at::_ops::pow_Tensor_Tensor>(self, exponent);
   }
   return pow_tensor_run(self, exponent, Tensor(), Mode::Functional, dtype);
 }
@@ -774,7 +774,7 @@ Tensor pow_tensor_tensor(const Tensor& self, const Tensor& exponent) {
 Tensor& pow__tensor(Tensor& self, const Tensor& exponent) {
   const ScalarType dtype = loops::result_type(self, exponent);
   if (!pow_native(dtype)) {
-    return fallback<ATEN_OP(pow__Tensor)>(self, exponent);
+    return fallback<at::_ops::pow__Tensor>(self, exponent);
   }
   pow_tensor_run(self, exponent, self, Mode::InPlace, dtype);
   return self;
@@ -783,7 +783,7 @@ Tensor& pow__tensor(Tensor& self, const Tensor& exponent) {
 Tensor& pow_tensor_tensor_out(const Tensor& self, const Tensor& exponent, Tensor& out) {
   const ScalarType dtype = loops::result_type(self, exponent);
   if (!pow_native(dtype)) {
-    return fallback<ATEN_OP(pow_Tensor_Tensor_out)>(self, exponent, out);
+    return fallback<at::_ops::pow_Tensor_Tensor_out>(self, exponent, out);
   }
   pow_tensor_run(self, exponent, out, Mode::Out, dtype);
   return out;
@@ -815,11 +815,11 @@ Tensor& compare_out(const Tensor& self, const Other& other, Tensor& out) {
 
 }  // namespace
 
-#define OPENREG_COMPARISON(m, name, kCmp)                                                        \
-  OPENREG_IMPL(m, #name ".Tensor", (compare<kCmp, ATEN_OP(name##_Tensor), Tensor>));             \
-  OPENREG_IMPL(m, #name ".Scalar", (compare<kCmp, ATEN_OP(name##_Scalar), Scalar>));             \
-  OPENREG_IMPL(m, #name ".Tensor_out", (compare_out<kCmp, ATEN_OP(name##_Tensor_out), Tensor>)); \
-  OPENREG_IMPL(m, #name ".Scalar_out", (compare_out<kCmp, ATEN_OP(name##_Scalar_out), Scalar>))
+#define OPENREG_COMPARISON(m, name, kCmp)                                                         \
+  OPENREG_IMPL(m, #name ".Tensor", (compare<kCmp, at::_ops::name##_Tensor, Tensor>));             \
+  OPENREG_IMPL(m, #name ".Scalar", (compare<kCmp, at::_ops::name##_Scalar, Scalar>));             \
+  OPENREG_IMPL(m, #name ".Tensor_out", (compare_out<kCmp, at::_ops::name##_Tensor_out, Tensor>)); \
+  OPENREG_IMPL(m, #name ".Scalar_out", (compare_out<kCmp, at::_ops::name##_Scalar_out, Scalar>))
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_IMPL(m, "add.Tensor", add_tensor);

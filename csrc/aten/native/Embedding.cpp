@@ -10,6 +10,8 @@
 // depend on the number of threads. 16-bit gradients accumulate in float and
 // are rounded once at the end.
 
+#include "aten/native/Common.h"
+
 #include "aten/Fallback.h"
 #include "aten/Registration.h"
 
@@ -18,7 +20,6 @@
 #include <ATen/Parallel.h>
 #include <ATen/TensorUtils.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
-#include <ATen/ops/empty_ops.h>
 
 #include <type_traits>
 #include <vector>
@@ -26,21 +27,9 @@
 namespace openreg {
 namespace {
 
-// Elements per parallel task, as ATen's at::internal::GRAIN_SIZE.
-constexpr int64_t kGrainSize = 32768;
-
-// at::empty without <ATen/ops/empty.h> (which pulls in ATen/Context.h): the
-// same dispatcher call, reaching openreg's empty.memory_format.
-at::Tensor empty(c10::IntArrayRef sizes, const c10::TensorOptions& options) {
-  return at::_ops::empty_memory_format::call(
-      c10::fromIntArrayRefSlow(sizes), c10::optTypeMetaToScalarType(options.dtype_opt()),
-      options.layout_opt(), options.device_opt(), options.pinned_memory_opt(),
-      options.memory_format_opt());
-}
-
-bool is_native_dtype(c10::ScalarType t) {
-  return t == c10::kFloat || t == c10::kDouble || t == c10::kHalf || t == c10::kBFloat16;
-}
+using native::empty;
+using native::grain_rows;
+using native::is_floating;
 
 template <typename T, typename I>
 void accumulate_rows(const T* grad, const I* indices, T* out, int64_t numel, int64_t num_weights,
@@ -53,7 +42,7 @@ void accumulate_rows(const T* grad, const I* indices, T* out, int64_t numel, int
       ++counts[indices[i]];
     }
   }
-  const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, dim));
+  const int64_t grain = grain_rows(dim);
   at::parallel_for(0, num_weights, grain, [&](int64_t begin, int64_t end) {
     // 16-bit: accumulate the owned rows in float.
     std::vector<A> acc(kSame ? 0 : (end - begin) * dim, A(0));
@@ -106,7 +95,7 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Ten
                                     bool scale_grad_by_freq) {
   at::checkScalarTypes("embedding_backward", {indices, "indices", 2}, {c10::kLong, c10::kInt});
   // CPU indices are allowed, as in the fallback (Note [Fallback device rules]).
-  if (!is_native_dtype(grad_output.scalar_type()) ||
+  if (!is_floating(grad_output.scalar_type()) ||
       (indices.device() != grad_output.device() && !indices.is_cpu())) {
     return fallback<at::_ops::embedding_dense_backward>(grad_output, indices, num_weights,
                                                         padding_idx, scale_grad_by_freq);

@@ -42,7 +42,7 @@ bool arange_native(ScalarType dtype) {
 Tensor& arange_out(const Scalar& start, const Scalar& end, const Scalar& step, Tensor& out) {
   const ScalarType dtype = out.scalar_type();
   if (!arange_native(dtype)) {
-    return fallback<ATEN_OP(arange_start_out)>(start, end, step, out);
+    return fallback<at::_ops::arange_start_out>(start, end, step, out);
   }
   // The size in double, or int64 for int64 outputs, as on every device.
   const int64_t size = dtype == ScalarType::Long

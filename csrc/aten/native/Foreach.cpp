@@ -600,7 +600,11 @@ void foreach_zero_(TensorList self) {
   check_lists(self);
   for (const Tensor& t : self) {
     if (loops::on_openreg(t) && t.is_contiguous()) {
-      std::memset(t.data_ptr(), 0, t.nbytes());  // zero is all-zero bits in every dtype
+      // Zero is all-zero bits in every dtype. An empty tensor may have no data
+      // at all, and memset on a null pointer is undefined even for 0 bytes.
+      if (t.nbytes() > 0) {
+        std::memset(t.data_ptr(), 0, t.nbytes());
+      }
     } else {
       Tensor s = t;
       at::_ops::zero_::call(s);

@@ -12,6 +12,8 @@
 // CPU fallback (Note [Fallback device rules]), a 0-dim index may also live on
 // the CPU.
 
+#include "aten/native/Common.h"
+
 #include "aten/Registration.h"
 
 #include <ATen/MemoryOverlap.h>
@@ -19,7 +21,6 @@
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/TensorShape.h>
 #include <ATen/native/TypeProperties.h>
-#include <ATen/ops/empty_ops.h>
 
 #include <cstring>
 #include <type_traits>
@@ -28,36 +29,9 @@
 namespace openreg {
 namespace {
 
-// Elements per parallel task, as ATen's at::internal::GRAIN_SIZE.
-constexpr int64_t kGrainSize = 32768;
-
-// at::empty without <ATen/ops/empty.h> (which pulls in ATen/Context.h): the
-// same dispatcher call, reaching openreg's empty.memory_format.
-at::Tensor empty(c10::IntArrayRef sizes, const c10::TensorOptions& options) {
-  return at::_ops::empty_memory_format::call(
-      c10::fromIntArrayRefSlow(sizes), c10::optTypeMetaToScalarType(options.dtype_opt()),
-      options.layout_opt(), options.device_opt(), options.pinned_memory_opt(),
-      options.memory_format_opt());
-}
-
-// at::native::resize_output without <ATen/native/Resize.h> (which pulls in
-// all of ATen/NativeFunctions.h): resizes an out= tensor of the wrong shape,
-// with PyTorch's deprecation warning when it held elements. Returns whether
-// it resized.
-bool resize_output(const at::Tensor& out, c10::IntArrayRef shape) {
-  if (out.sizes().equals(shape)) {
-    return false;
-  }
-  if (out.numel() != 0) {
-    TORCH_WARN("An output with one or more elements was resized since it had shape ", out.sizes(),
-               ", which does not match the required output shape ", shape,
-               ". This behavior is deprecated, and in a future PyTorch release outputs will not "
-               "be resized unless they have zero elements. You can explicitly reuse an out "
-               "tensor t by resizing it, inplace, to zero elements with t.resize_(0).");
-  }
-  out.resize_(shape);
-  return true;
-}
+using native::empty;
+using native::grain_rows;
+using native::resize_output;
 
 [[noreturn]] void device_mismatch(c10::Device a, c10::Device b) {
   TORCH_CHECK(false,
@@ -80,7 +54,7 @@ at::Tensor resolved(const at::Tensor& t) {
 template <class SrcOff, class DstOff>
 void copy_blocks(const char* src, char* dst, int64_t count, int64_t block, const SrcOff& src_off,
                  const DstOff& dst_off) {
-  const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, block));
+  const int64_t grain = grain_rows(block);
   auto run = [&](auto elem) {
     using E = decltype(elem);
     at::parallel_for(0, count, grain, [&](int64_t begin, int64_t end) {

@@ -13,13 +13,14 @@
 // the shape input.shape[:axis] + [1] * len(normalized_shape). Anything else
 // goes to the CPU fallback.
 
+#include "aten/native/Common.h"
+
 #include "aten/Fallback.h"
 #include "aten/Registration.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
-#include <ATen/ops/empty_ops.h>
 #include <ATen/ops/native_layer_norm_backward_ops.h>
 #include <ATen/ops/native_layer_norm_ops.h>
 #include <c10/macros/Macros.h>
@@ -32,35 +33,13 @@
 #include <type_traits>
 #include <vector>
 
-// Float kernels compiled for AVX-512, AVX2 and baseline x86-64, picked when
-// the library loads (as in Softmax.cpp).
-#if defined(__x86_64__) && defined(__ELF__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define OPENREG_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef OPENREG_SIMD_CLONES
-#define OPENREG_SIMD_CLONES
-#endif
-
 namespace openreg {
 namespace {
 
-// Elements per parallel task, as ATen's at::internal::GRAIN_SIZE.
-constexpr int64_t kGrainSize = 32768;
-
-// at::empty without <ATen/ops/empty.h> (which pulls in ATen/Context.h): the
-// same dispatcher call, reaching openreg's empty.memory_format.
-at::Tensor empty(c10::IntArrayRef sizes, const c10::TensorOptions& options) {
-  return at::_ops::empty_memory_format::call(
-      c10::fromIntArrayRefSlow(sizes), c10::optTypeMetaToScalarType(options.dtype_opt()),
-      options.layout_opt(), options.device_opt(), options.pinned_memory_opt(),
-      options.memory_format_opt());
-}
-
-bool is_native_dtype(c10::ScalarType t) {
-  return t == c10::kFloat || t == c10::kDouble || t == c10::kHalf || t == c10::kBFloat16;
-}
+using native::empty;
+using native::grain_rows;
+using native::is_floating;
+using native::kGrainSize;
 
 bool is_reduced(c10::ScalarType t) {
   return t == c10::kHalf || t == c10::kBFloat16;
@@ -71,7 +50,7 @@ bool is_reduced(c10::ScalarType t) {
 std::optional<c10::ScalarType> param_dtype(const at::Tensor& input, const at::Tensor& weight,
                                            const at::Tensor& bias) {
   const auto t = input.scalar_type();
-  if (!is_native_dtype(t)) {
+  if (!is_floating(t)) {
     return std::nullopt;
   }
   std::optional<c10::ScalarType> p;
@@ -183,10 +162,6 @@ C10_ALWAYS_INLINE double block_sum(int64_t n, const F& f) {
 // and x - mean = (x - x0) - m with both parts small.
 template <typename T>
 using comp_t = at::opmath_type<T>;
-
-int64_t grain_rows(int64_t n) {
-  return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, n));
-}
 
 // --- forward ---------------------------------------------------------------
 

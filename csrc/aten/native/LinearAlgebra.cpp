@@ -32,10 +32,6 @@
 
 #include <array>
 
-// The fallback is named by operator class, at::_ops::<name>_<overload> (what
-// ATEN_OP(<name>_<overload>) expands to): the ATEN_OP macro itself comes with
-// <ATen/Operators.h>, which includes every operator's header.
-
 namespace openreg {
 namespace {
 

@@ -25,6 +25,8 @@
 // data pointer is ordinary host memory. Inputs whose result dtype a kernel
 // does not compute (complex, ...) go to the CPU fallback (aten/Fallback.h).
 
+#include "aten/native/Common.h"
+
 #include <ATen/MemoryOverlap.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
@@ -42,13 +44,9 @@
 #include <tuple>
 #include <utility>
 
-// ATEN_OP(add_Tensor) names an operator for openreg::fallback (aten/Fallback.h)
-// without <ATen/Operators.h>, which includes every operator's header.
-#ifndef ATEN_OP
-#define ATEN_OP(op_name) at::_ops::op_name
-#endif
-
 namespace openreg::loops {
+
+static_assert(native::kGrainSize == at::internal::GRAIN_SIZE);
 
 using c10::ScalarType;
 
@@ -65,10 +63,7 @@ struct Tag {
 template <typename T>
 using opmath_t = at::opmath_type<T>;
 
-inline bool is_floating(ScalarType t) {
-  return t == ScalarType::Float || t == ScalarType::Double || t == ScalarType::Half ||
-         t == ScalarType::BFloat16;
-}
+using native::is_floating;
 
 inline bool is_integral(ScalarType t, bool include_bool) {
   switch (t) {
@@ -352,30 +347,7 @@ void row_fn(char* const* data, const int64_t* strides, int64_t n, const void* op
   detail::row<out_t, in_t...>(data, strides, n, local);
 }
 
-// Note [SIMD clones]
-// The extension is compiled for baseline x86-64 (SSE2), while ATen's CPU
-// kernels run AVX2 or AVX-512 code. For the compute-bound float kernels
-// (exp, sigmoid, gelu, ...), row_fn_simd is compiled three times, for
-// x86-64-v4 (AVX-512), x86-64-v3 (AVX2, FMA) and baseline, and the loader
-// picks the best one for the machine (GCC's target_clones). The clones
-// compute the same operations (no contraction into fma under -std=c++20), so
-// results do not depend on the machine. Functors used there must be plain
-// arithmetic to vectorise: see `vmath` below for exp and erf.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define OPENREG_SIMD_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define OPENREG_SIMD_CLONES
-#endif
-
-// Functors handed to run_simd must be inlined into every clone to vectorise:
-// `[](float x) OPENREG_INLINE_LAMBDA { ... }`.
-#if defined(__GNUC__)
-#define OPENREG_INLINE_LAMBDA __attribute__((always_inline))
-#else
-#define OPENREG_INLINE_LAMBDA
-#endif
-
+// The row compiled for AVX2 and AVX-512 too: Note [SIMD clones] in Common.h.
 template <typename Op, typename out_t, typename... in_t>
 OPENREG_SIMD_CLONES void row_fn_simd(char* const* data, const int64_t* strides, int64_t n,
                                      const void* op) {
@@ -447,7 +419,8 @@ class Loop {
   }
 
   // As run, with the row compiled for AVX2 and AVX-512 too (Note [SIMD
-  // clones]); for compute-bound kernels only, as it triples their code.
+  // clones] in Common.h); for compute-bound kernels only, as it triples their
+  // code.
   template <typename out_t, typename... in_t, typename Op>
   void run_simd(const Op& op) const {
     const int64_t sizes[] = {static_cast<int64_t>(sizeof(out_t)),
@@ -642,6 +615,13 @@ inline at::Tensor run_elementwise(const at::Tensor& out, Mode mode, ScalarType r
                                   std::initializer_list<at::Tensor> inputs,
                                   c10::function_ref<void(const Loop&)> kernel) {
   return run_elementwise(out, mode, result, compute_dtype(result), inputs, kernel);
+}
+
+// A unary operator with result dtype `dtype`: kernel(loop) over self read as
+// compute_dtype(dtype) (Note [Narrow integers]).
+inline at::Tensor run_unary(const at::Tensor& self, const at::Tensor& out, Mode mode,
+                            ScalarType dtype, c10::function_ref<void(const Loop&)> kernel) {
+  return run_elementwise(out, mode, dtype, {to_compute(self, dtype)}, kernel);
 }
 
 }  // namespace openreg::loops

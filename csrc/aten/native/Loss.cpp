@@ -13,12 +13,13 @@
 // the input's dtype; the CPU fallback handles the rest (uint8 targets, and
 // the combinations CPU rejects).
 
+#include "aten/native/Common.h"
+
 #include "aten/Fallback.h"
 #include "aten/Registration.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/ops/empty_ops.h>
 #include <ATen/ops/nll_loss2d_backward_ops.h>
 #include <ATen/ops/nll_loss2d_forward_ops.h>
 #include <ATen/ops/nll_loss_backward_ops.h>
@@ -31,46 +32,19 @@
 namespace openreg {
 namespace {
 
-// at::empty without <ATen/ops/empty.h> (which pulls in ATen/Context.h): the
-// same dispatcher call, reaching openreg's empty.memory_format.
-at::Tensor empty(c10::IntArrayRef sizes, const c10::TensorOptions& options) {
-  return at::_ops::empty_memory_format::call(
-      c10::fromIntArrayRefSlow(sizes), c10::optTypeMetaToScalarType(options.dtype_opt()),
-      options.layout_opt(), options.device_opt(), options.pinned_memory_opt(),
-      options.memory_format_opt());
-}
-
-// at::native::resize_output without <ATen/native/Resize.h> (which pulls in
-// all of ATen/NativeFunctions.h): resizes an out= tensor of the wrong shape,
-// with PyTorch's deprecation warning when it held elements. Returns whether
-// it resized.
-bool resize_output(const at::Tensor& out, c10::IntArrayRef shape) {
-  if (out.sizes().equals(shape)) {
-    return false;
-  }
-  if (out.numel() != 0) {
-    TORCH_WARN("An output with one or more elements was resized since it had shape ", out.sizes(),
-               ", which does not match the required output shape ", shape,
-               ". This behavior is deprecated, and in a future PyTorch release outputs will not "
-               "be resized unless they have zero elements. You can explicitly reuse an out "
-               "tensor t by resizing it, inplace, to zero elements with t.resize_(0).");
-  }
-  out.resize_(shape);
-  return true;
-}
+using native::empty;
+using native::into_out;
+using native::is_floating;
+using native::resize_output;
 
 constexpr int64_t kNone = 0;  // at::Reduction::None
 constexpr int64_t kMean = 1;  // at::Reduction::Mean; anything else sums, as on CPU
-
-bool is_native_dtype(c10::ScalarType t) {
-  return t == c10::kFloat || t == c10::kDouble || t == c10::kHalf || t == c10::kBFloat16;
-}
 
 // Whether the call can run natively: `self`'s dtype, int64 targets, and the
 // other floating tensors of the same dtype, all on self's device.
 bool native_call(const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight,
                  std::initializer_list<const at::Tensor*> same_dtype = {}) {
-  if (!is_native_dtype(self.scalar_type()) || target.scalar_type() != c10::kLong ||
+  if (!is_floating(self.scalar_type()) || target.scalar_type() != c10::kLong ||
       target.device() != self.device()) {
     return false;
   }
@@ -231,7 +205,9 @@ void run_backward(const at::Tensor& grad_output, const at::Tensor& self, const a
   const at::Tensor w = weight.defined() ? weight.contiguous() : weight;
   const int64_t* t = target.const_data_ptr<int64_t>();
   check_targets(g, t, ignore_index);
-  std::memset(grad_input.mutable_data_ptr(), 0, grad_input.nbytes());
+  if (grad_input.nbytes() > 0) {  // an empty grad_input may have no data: no memset(nullptr)
+    std::memset(grad_input.mutable_data_ptr(), 0, grad_input.nbytes());
+  }
   int64_t go_strides[3] = {0, 0, 0};
   if (elementwise) {
     for (int64_t d = 0; d < grad_output.dim(); ++d) {
@@ -327,25 +303,10 @@ void check_nll2d_backward(const at::Tensor& grad_output, const at::Tensor& targe
   }
 }
 
+// ATen's out= checks: self's dtype and device; then resized to `sizes`.
 void check_out(const at::Tensor& out, const at::Tensor& self, c10::IntArrayRef sizes) {
-  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "Expected out tensor to have dtype ",
-              self.dtype(), ", but got ", out.dtype(), " instead");
-  TORCH_CHECK(out.device() == self.device(), "Expected out tensor to have device ", self.device(),
-              ", but got ", out.device(), " instead");
+  native::check_out(out, self.scalar_type(), self.device());
   resize_output(out, sizes);
-}
-
-// Runs `kernel(dst)` on `out` when it is contiguous, else on a contiguous
-// temporary copied into `out` afterwards.
-template <class Kernel>
-void into_out(const at::Tensor& out, const Kernel& kernel) {
-  if (out.is_contiguous()) {
-    kernel(out);
-  } else {
-    at::Tensor tmp = empty(out.sizes(), out.options());
-    kernel(tmp);
-    out.copy_(tmp);
-  }
 }
 
 // --- the registered kernels: nll_loss ------------------------------------------

@@ -29,24 +29,25 @@
 // Anything else (complex, ...) is handed to the CPU fallback (aten/Fallback.h)
 // whole.
 
+#include "aten/native/Common.h"
+
 #include "aten/Fallback.h"
 #include "aten/Registration.h"
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/Parallel.h>
 #include <ATen/WrapDimUtilsMulti.h>
-#include <ATen/native/Resize.h>
 #include <ATen/ops/amax_ops.h>
 #include <ATen/ops/amin_ops.h>
 #include <ATen/ops/argmax_ops.h>
 #include <ATen/ops/argmin_ops.h>
-#include <ATen/ops/empty.h>
 #include <ATen/ops/max_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/min_ops.h>
 #include <ATen/ops/std_ops.h>
 #include <ATen/ops/sum_ops.h>
 #include <ATen/ops/var_ops.h>
+#include <c10/core/ScalarType.h>
 #include <c10/core/WrapDimMinimal.h>
 #include <c10/util/FunctionRef.h>
 
@@ -58,18 +59,18 @@
 #include <utility>
 #include <vector>
 
-// The fallback is named by operator class, at::_ops::<name>_<overload> (what
-// ATEN_OP(<name>_<overload>) expands to): the ATEN_OP macro itself comes with
-// <ATen/Operators.h>, which includes every operator's header.
-
 namespace openreg {
 namespace {
 
 using at::ScalarType;
+using native::check_out;
+using native::empty;
+using native::grain_rows;
+using native::is_floating;
+using native::resize_output;
 using DimMask = std::bitset<at::dim_bitset_size>;
 using Shape = c10::SmallVector<int64_t, 6>;
 
-constexpr int64_t kGrain = 32768;     // elements read below which a loop stays on one thread
 constexpr int64_t kRowChunk = 65536;  // piece of one long row reduced by one task
 constexpr int64_t kCols = 128;        // columns reduced together in column mode
 // Independent accumulators in a row loop: 128 bytes of them, i.e. eight SSE
@@ -102,18 +103,13 @@ bool is_nan(T v) {
   }
 }
 
-bool is_native_floating(ScalarType t) {
-  return t == ScalarType::Float || t == ScalarType::Double || t == ScalarType::Half ||
-         t == ScalarType::BFloat16;
-}
-
 bool is_native_integral(ScalarType t) {
   return t == ScalarType::Byte || t == ScalarType::Char || t == ScalarType::Short ||
          t == ScalarType::Int || t == ScalarType::Long || t == ScalarType::Bool;
 }
 
 bool is_native(ScalarType t) {
-  return is_native_floating(t) || is_native_integral(t);
+  return is_floating(t) || is_native_integral(t);
 }
 
 // The dtype the float loops compute a floating dtype in.
@@ -123,61 +119,36 @@ ScalarType float_compute_type(ScalarType t) {
 
 // The dtype the comparison loops compute a native dtype in.
 ScalarType compared_type(ScalarType t) {
-  if (is_native_floating(t)) {
+  if (is_floating(t)) {
     return float_compute_type(t);
   }
   return t == ScalarType::Long ? ScalarType::Long : ScalarType::Int;
 }
 
-// Calls f(Tag<T>{}) with T the C++ type of `t`: float or double.
+// Calls f(Tag<T>{}) with T the C++ type of `t`, which must be one of Ts: the
+// loops are instantiated for those types only.
+template <typename... Ts, typename F>
+void visit(ScalarType t, F&& f) {
+  const bool found = ((t == c10::CppTypeToScalarType<Ts>::value && (f(Tag<Ts>{}), true)) || ...);
+  TORCH_INTERNAL_ASSERT(found, "openreg: no reduction loop for ", t);
+}
+
+// The float loops: float or double.
 template <typename F>
 void visit_float(ScalarType t, F&& f) {
-  if (t == ScalarType::Double) {
-    f(Tag<double>{});
-  } else {
-    TORCH_INTERNAL_ASSERT(t == ScalarType::Float);
-    f(Tag<float>{});
-  }
+  visit<float, double>(t, std::forward<F>(f));
 }
 
-// The same for the comparison loops: float, double, int32 or int64.
+// The comparison loops: float, double, int32 or int64.
 template <typename F>
 void visit_compared(ScalarType t, F&& f) {
-  switch (t) {
-    case ScalarType::Int:
-      f(Tag<int32_t>{});
-      break;
-    case ScalarType::Long:
-      f(Tag<int64_t>{});
-      break;
-    default:
-      visit_float(t, f);
-  }
+  visit<float, double, int32_t, int64_t>(t, std::forward<F>(f));
 }
 
-// The same for integral sums: every integral dtype, bool included.
+// Integral sums: every integral dtype, bool included.
 template <typename F>
 void visit_integral(ScalarType t, F&& f) {
-  switch (t) {
-    case ScalarType::Byte:
-      f(Tag<uint8_t>{});
-      break;
-    case ScalarType::Char:
-      f(Tag<int8_t>{});
-      break;
-    case ScalarType::Short:
-      f(Tag<int16_t>{});
-      break;
-    case ScalarType::Int:
-      f(Tag<int32_t>{});
-      break;
-    case ScalarType::Long:
-      f(Tag<int64_t>{});
-      break;
-    default:
-      TORCH_INTERNAL_ASSERT(t == ScalarType::Bool);
-      f(Tag<bool>{});
-  }
+  visit<uint8_t, int8_t, int16_t, int32_t, int64_t, bool>(t, std::forward<F>(f));
 }
 
 // --- shapes, checks and outputs -------------------------------------------------
@@ -225,25 +196,17 @@ int64_t reduced_count(const at::Tensor& self, const DimMask& mask) {
 }
 
 at::Tensor new_output(const at::Tensor& self, const Shape& shape, ScalarType dtype) {
-  return at::empty(shape, self.options().dtype(dtype));
-}
-
-// The checks ATen's structured kernels make on an out= tensor.
-void check_out(const at::Tensor& self, const at::Tensor& out, ScalarType dtype) {
-  TORCH_CHECK(out.scalar_type() == dtype, "Expected out tensor to have dtype ",
-              c10::scalarTypeToTypeMeta(dtype), ", but got ", out.dtype(), " instead");
-  TORCH_CHECK(out.device() == self.device(), "Expected out tensor to have device ", self.device(),
-              ", but got ", out.device(), " instead");
+  return empty(shape, self.options().dtype(dtype));
 }
 
 // Resizes an out= tensor and returns what the kernel should write to,
 // contiguously: `out` itself, or a fresh tensor that finish_out copies back.
 at::Tensor writable_out(const at::Tensor& self, const at::Tensor& out, const Shape& shape) {
-  at::native::resize_output(out, shape);
+  resize_output(out, shape);
   if (out.is_contiguous() && at::get_overlap_status(out, self) == at::MemOverlapStatus::No) {
     return out;
   }
-  return at::empty(shape, out.options());
+  return empty(shape, out.options());
 }
 
 void finish_out(const at::Tensor& out, const at::Tensor& written) {
@@ -260,7 +223,7 @@ at::Tensor converted(const at::Tensor& t, ScalarType dtype) {
 // Where a kernel computing in `dtype` writes results meant for `out`: `out`
 // itself, or a buffer that finish_out(out, buffer) converts into it.
 at::Tensor output_buffer(const at::Tensor& out, ScalarType dtype) {
-  return out.scalar_type() == dtype ? out : at::empty(out.sizes(), out.options().dtype(dtype));
+  return out.scalar_type() == dtype ? out : empty(out.sizes(), out.options().dtype(dtype));
 }
 
 // ATen's zero_numel_check_dims: reductions without an identity (max, ...)
@@ -389,7 +352,7 @@ Plan make_plan(const at::Tensor& self, const DimMask& mask, bool in_order) {
 void for_each_output(const Plan& p, c10::function_ref<void(int64_t, int64_t)> row,
                      c10::function_ref<void(int64_t, int64_t, int64_t)> cols) {
   if (p.rows) {
-    const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(p.R, 1));
+    const int64_t grain = grain_rows(p.R);
     at::parallel_for(0, p.outputs(), grain, [&](int64_t begin, int64_t end) {
       for (int64_t o = begin; o < end; ++o) {
         row(o, (o / p.K) * p.sA + (o % p.K) * p.sK);
@@ -398,7 +361,7 @@ void for_each_output(const Plan& p, c10::function_ref<void(int64_t, int64_t)> ro
     return;
   }
   const int64_t chunks = (p.K + kCols - 1) / kCols;
-  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(p.R * kCols, 1));
+  const int64_t grain = grain_rows(p.R * kCols);
   at::parallel_for(0, p.A * chunks, grain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const int64_t a = i / chunks;
@@ -551,8 +514,7 @@ void sum_kernel(const Plan& p, out_t* out, bool mean) {
 }
 
 bool is_sum_native(ScalarType in, ScalarType out) {
-  return is_native(in) &&
-         (is_native_floating(out) || (is_native_integral(out) && out != at::kBool));
+  return is_native(in) && (is_floating(out) || (is_native_integral(out) && out != at::kBool));
 }
 
 // Sums (or averages) `self` over `mask` into `out`, contiguous, whose dtype is
@@ -566,7 +528,7 @@ void sum_into(const at::Tensor& out, const at::Tensor& self, const DimMask& mask
     return;
   }
   const ScalarType dtype = out.scalar_type();
-  if (is_native_floating(dtype)) {
+  if (is_floating(dtype)) {
     // As on CPU: sum converts the input to the result dtype first, mean
     // straight to the dtype it computes in; 16-bit results are computed in
     // float and rounded once at the end.
@@ -632,7 +594,7 @@ at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
     return fallback<at::_ops::sum_IntList_out>(self, dim, keepdim, dtype, out);
   }
   const DimMask mask = make_mask(self, dim);
-  check_out(self, out, out_dtype);
+  check_out(out, out_dtype, self.device());
   const Shape shape = reduced_shape(self, mask, keepdim);
   const at::Tensor dst = writable_out(self, out, shape);
   sum_into(dst, self, mask, false);
@@ -656,7 +618,7 @@ at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
                     std::optional<ScalarType> dtype) {
   check_mean_dtype(self, dtype);
   const ScalarType out_dtype = dtype.value_or(self.scalar_type());
-  if (!is_native(self.scalar_type()) || !is_native_floating(out_dtype)) {
+  if (!is_native(self.scalar_type()) || !is_floating(out_dtype)) {
     return fallback<at::_ops::mean_dim>(self, dim, keepdim, dtype);
   }
   const DimMask mask = make_mask(self, dim);
@@ -668,7 +630,7 @@ at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
 at::Tensor mean(const at::Tensor& self, std::optional<ScalarType> dtype) {
   check_mean_dtype(self, dtype);
   const ScalarType out_dtype = dtype.value_or(self.scalar_type());
-  if (!is_native(self.scalar_type()) || !is_native_floating(out_dtype)) {
+  if (!is_native(self.scalar_type()) || !is_floating(out_dtype)) {
     return fallback<at::_ops::mean>(self, dtype);
   }
   at::Tensor out = new_output(self, {}, out_dtype);
@@ -681,11 +643,11 @@ at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool k
   check_mean_dtype(self, dtype);
   const ScalarType out_dtype = dtype.value_or(out.scalar_type());
   // An integral out= tensor fails on CPU only after the sum; let it.
-  if (!is_native(self.scalar_type()) || !is_native_floating(out_dtype)) {
+  if (!is_native(self.scalar_type()) || !is_floating(out_dtype)) {
     return fallback<at::_ops::mean_out>(self, dim, keepdim, dtype, out);
   }
   const DimMask mask = make_mask(self, dim);
-  check_out(self, out, out_dtype);
+  check_out(out, out_dtype, self.device());
   const at::Tensor dst = writable_out(self, out, reduced_shape(self, mask, keepdim));
   sum_into(dst, self, mask, true);
   finish_out(out, dst);
@@ -854,7 +816,7 @@ at::Tensor& amax_amin_out(const at::Tensor& self, at::IntArrayRef dim, bool keep
     check_nonempty_dims(self, dim, kMax ? "amax()" : "amin()");
   }
   const DimMask mask = make_mask(self, dim);
-  check_out(self, out, self.scalar_type());
+  check_out(out, self.scalar_type(), self.device());
   const at::Tensor dst = writable_out(self, out, reduced_shape(self, mask, keepdim));
   minmax_into<kMax>(dst, self, mask);
   finish_out(out, dst);
@@ -1008,12 +970,12 @@ std::tuple<at::Tensor&, at::Tensor&> max_min_dim_out(const at::Tensor& self, int
   check_nonempty_dim(self, dim, kMax ? "max()" : "min()");
   const DimMask mask = single_dim_mask(self, dim);
   const Shape shape = reduced_shape(self, mask, keepdim);
-  check_out(self, values, self.scalar_type());
-  check_out(self, indices, at::kLong);
+  check_out(values, self.scalar_type(), self.device());
+  check_out(indices, at::kLong, self.device());
   const at::Tensor v = writable_out(self, values, shape);
   at::Tensor i = writable_out(self, indices, shape);
   if (at::get_overlap_status(i, v) != at::MemOverlapStatus::No) {
-    i = at::empty(shape, indices.options());
+    i = empty(shape, indices.options());
   }
   arg_into<kMax>(v, i, self, mask);
   finish_out(values, v);
@@ -1055,7 +1017,7 @@ at::Tensor& argmax_argmin_out(const at::Tensor& self, std::optional<int64_t> dim
     return fallback<Op>(self, dim, keepdim, out);
   }
   const DimMask mask = single_dim_mask(self, dim);
-  check_out(self, out, at::kLong);
+  check_out(out, at::kLong, self.device());
   const at::Tensor dst = writable_out(self, out, reduced_shape(self, mask, keepdim));
   arg_into<kMax>(at::Tensor(), dst, self, mask);
   finish_out(out, dst);
@@ -1156,7 +1118,7 @@ void var_into(const char* name, const at::Tensor& out, const at::Tensor& self, c
 template <bool kStd>
 at::Tensor var_std(const at::Tensor& self, at::OptionalIntArrayRef dim,
                    const std::optional<c10::Scalar>& correction, bool keepdim) {
-  if (!is_native_floating(self.scalar_type())) {
+  if (!is_floating(self.scalar_type())) {
     check_var_dtype(self);
     using Op = std::conditional_t<kStd, at::_ops::std_correction, at::_ops::var_correction>;
     return fallback<Op>(self, dim, correction, keepdim);
@@ -1172,13 +1134,13 @@ at::Tensor& var_std_out(const at::Tensor& self, at::OptionalIntArrayRef dim,
                         const std::optional<c10::Scalar>& correction, bool keepdim,
                         at::Tensor& out) {
   // A result dtype other than the input's takes CPU's mixed-precision paths.
-  if (!is_native_floating(self.scalar_type()) || out.scalar_type() != self.scalar_type()) {
+  if (!is_floating(self.scalar_type()) || out.scalar_type() != self.scalar_type()) {
     check_var_dtype(self);
     using Op = std::conditional_t<kStd, at::_ops::std_correction_out, at::_ops::var_correction_out>;
     return fallback<Op>(self, dim, correction, keepdim, out);
   }
   const DimMask mask = make_mask(self, dim);
-  check_out(self, out, self.scalar_type());
+  check_out(out, self.scalar_type(), self.device());
   const at::Tensor dst = writable_out(self, out, reduced_shape(self, mask, keepdim));
   var_into(kStd ? "std" : "var", dst, self, mask, correction, kStd);
   finish_out(out, dst);

@@ -14,6 +14,8 @@
 // for AVX-512, AVX2 and baseline x86-64, picked when the library loads
 // (OPENREG_SIMD_CLONES): CPU's own kernels use AVX-512 on such machines.
 
+#include "aten/native/Common.h"
+
 #include "aten/Fallback.h"
 #include "aten/Registration.h"
 
@@ -25,7 +27,6 @@
 #include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/_softmax_backward_data_ops.h>
 #include <ATen/ops/_softmax_ops.h>
-#include <ATen/ops/empty_ops.h>
 #include <c10/core/WrapDimMinimal.h>
 #include <c10/macros/Macros.h>
 
@@ -36,52 +37,14 @@
 #include <type_traits>
 #include <vector>
 
-#if defined(__x86_64__) && defined(__ELF__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define OPENREG_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef OPENREG_SIMD_CLONES
-#define OPENREG_SIMD_CLONES
-#endif
-
 namespace openreg {
 namespace {
 
-// Elements per parallel task, as ATen's at::internal::GRAIN_SIZE.
-constexpr int64_t kGrainSize = 32768;
-
-// at::empty without <ATen/ops/empty.h> (which pulls in ATen/Context.h): the
-// same dispatcher call, reaching openreg's empty.memory_format.
-at::Tensor empty(c10::IntArrayRef sizes, const c10::TensorOptions& options) {
-  return at::_ops::empty_memory_format::call(
-      c10::fromIntArrayRefSlow(sizes), c10::optTypeMetaToScalarType(options.dtype_opt()),
-      options.layout_opt(), options.device_opt(), options.pinned_memory_opt(),
-      options.memory_format_opt());
-}
-
-// at::native::resize_output without <ATen/native/Resize.h> (which pulls in
-// all of ATen/NativeFunctions.h): resizes an out= tensor of the wrong shape,
-// with PyTorch's deprecation warning when it held elements. Returns whether
-// it resized.
-bool resize_output(const at::Tensor& out, c10::IntArrayRef shape) {
-  if (out.sizes().equals(shape)) {
-    return false;
-  }
-  if (out.numel() != 0) {
-    TORCH_WARN("An output with one or more elements was resized since it had shape ", out.sizes(),
-               ", which does not match the required output shape ", shape,
-               ". This behavior is deprecated, and in a future PyTorch release outputs will not "
-               "be resized unless they have zero elements. You can explicitly reuse an out "
-               "tensor t by resizing it, inplace, to zero elements with t.resize_(0).");
-  }
-  out.resize_(shape);
-  return true;
-}
-
-bool is_native_dtype(c10::ScalarType t) {
-  return t == c10::kFloat || t == c10::kDouble || t == c10::kHalf || t == c10::kBFloat16;
-}
+using native::empty;
+using native::grain_rows;
+using native::into_out;
+using native::is_floating;
+using native::resize_output;
 
 // Sizes of the [outer, n, inner] view of `t` around `dim` (a 0-dim tensor is
 // one element).
@@ -103,11 +66,6 @@ Split split_at(const at::Tensor& t, int64_t dim) {
     }
   }
   return s;
-}
-
-// Rows per parallel task: about GRAIN_SIZE elements each.
-int64_t grain_rows(int64_t row_len) {
-  return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, row_len));
 }
 
 constexpr int64_t kBlock = 64;
@@ -688,25 +646,10 @@ void backward_kernel(const at::Tensor& grad, const at::Tensor& output, int64_t d
 
 // --- argument checks and out= handling -----------------------------------------
 
+// ATen's out= checks: like's dtype and device; then resized to like's shape.
 void check_out(const at::Tensor& out, const at::Tensor& like) {
-  TORCH_CHECK(out.scalar_type() == like.scalar_type(), "Expected out tensor to have dtype ",
-              like.dtype(), ", but got ", out.dtype(), " instead");
-  TORCH_CHECK(out.device() == like.device(), "Expected out tensor to have device ", like.device(),
-              ", but got ", out.device(), " instead");
+  native::check_out(out, like.scalar_type(), like.device());
   resize_output(out, like.sizes());
-}
-
-// Runs `kernel(dst)` on `out` directly when it is contiguous, else on a
-// contiguous temporary that is then copied into `out`.
-template <class Kernel>
-void into_out(at::Tensor& out, const Kernel& kernel) {
-  if (out.is_contiguous()) {
-    kernel(out);
-  } else {
-    at::Tensor tmp = empty(out.sizes(), out.options());
-    kernel(tmp);
-    out.copy_(tmp);
-  }
 }
 
 void check_half_to_float(bool half_to_float) {
@@ -721,7 +664,7 @@ void check_half_to_float(bool half_to_float) {
 bool native_backward(const at::Tensor& grad, const at::Tensor& output,
                      c10::ScalarType input_dtype) {
   const auto t = grad.scalar_type();
-  return is_native_dtype(t) && output.scalar_type() == t &&
+  return is_floating(t) && output.scalar_type() == t &&
          !(t == c10::kFloat && input_dtype == c10::kHalf) && grad.device() == output.device();
 }
 
@@ -742,14 +685,14 @@ at::Tensor forward(const at::Tensor& self, int64_t dim, bool half_to_float) {
 }
 
 at::Tensor softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
-  if (!is_native_dtype(self.scalar_type())) {
+  if (!is_floating(self.scalar_type())) {
     return fallback<at::_ops::_softmax>(self, dim, half_to_float);
   }
   return forward<false>(self, dim, half_to_float);
 }
 
 at::Tensor log_softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
-  if (!is_native_dtype(self.scalar_type())) {
+  if (!is_floating(self.scalar_type())) {
     return fallback<at::_ops::_log_softmax>(self, dim, half_to_float);
   }
   return forward<true>(self, dim, half_to_float);
@@ -766,7 +709,7 @@ at::Tensor& forward_out(const at::Tensor& self, int64_t dim, bool half_to_float,
 }
 
 at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
-  if (!is_native_dtype(self.scalar_type())) {
+  if (!is_floating(self.scalar_type())) {
     return fallback<at::_ops::_softmax_out>(self, dim, half_to_float, out);
   }
   return forward_out<false>(self, dim, half_to_float, out);
@@ -774,7 +717,7 @@ at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float,
 
 at::Tensor& log_softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float,
                             at::Tensor& out) {
-  if (!is_native_dtype(self.scalar_type())) {
+  if (!is_floating(self.scalar_type())) {
     return fallback<at::_ops::_log_softmax_out>(self, dim, half_to_float, out);
   }
   return forward_out<true>(self, dim, half_to_float, out);

@@ -86,7 +86,7 @@ Tensor where_run(const Tensor& condition, const Tensor& self, const Tensor& othe
 Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other) {
   const ScalarType dtype = loops::result_type(self, other);
   if (!bits_native(dtype)) {
-    return fallback<ATEN_OP(where_self)>(condition, self, other);
+    return fallback<at::_ops::where_self>(condition, self, other);
   }
   return where_run(condition, self, other, Tensor(), dtype);
 }
@@ -96,7 +96,7 @@ Tensor& where_out(const Tensor& condition, const Tensor& self, const Tensor& oth
   TORCH_CHECK(out.scalar_type() == dtype, "Expected out type to be ", dtype, " but got ",
               out.scalar_type());
   if (!bits_native(dtype)) {
-    return fallback<ATEN_OP(where_self_out)>(condition, self, other, out);
+    return fallback<at::_ops::where_self_out>(condition, self, other, out);
   }
   where_run(condition, self, other, out, dtype);
   return out;
@@ -124,7 +124,7 @@ Tensor& masked_fill_run(Tensor& self, const Tensor& mask, const Scalar& value) {
 
 Tensor& masked_fill__scalar(Tensor& self, const Tensor& mask, const Scalar& value) {
   if (!bits_native(self.scalar_type())) {
-    return fallback<ATEN_OP(masked_fill__Scalar)>(self, mask, value);
+    return fallback<at::_ops::masked_fill__Scalar>(self, mask, value);
   }
   return masked_fill_run(self, mask, value);
 }
@@ -134,7 +134,7 @@ Tensor& masked_fill__tensor(Tensor& self, const Tensor& mask, const Tensor& valu
               "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
               value.dim(), " dimension(s).");
   if (!bits_native(self.scalar_type())) {
-    return fallback<ATEN_OP(masked_fill__Tensor)>(self, mask, value);
+    return fallback<at::_ops::masked_fill__Tensor>(self, mask, value);
   }
   return masked_fill_run(self, mask, value.item());
 }
@@ -180,14 +180,14 @@ Tensor lerp_tensor_run(const Tensor& self, const Tensor& end, const Tensor& weig
 
 Tensor lerp_scalar(const Tensor& self, const Tensor& end, const Scalar& weight) {
   if (!loops::is_floating(self.scalar_type())) {
-    return fallback<ATEN_OP(lerp_Scalar)>(self, end, weight);
+    return fallback<at::_ops::lerp_Scalar>(self, end, weight);
   }
   return lerp_scalar_run(self, end, weight, Tensor(), Mode::Functional);
 }
 
 Tensor& lerp__scalar(Tensor& self, const Tensor& end, const Scalar& weight) {
   if (!loops::is_floating(self.scalar_type())) {
-    return fallback<ATEN_OP(lerp__Scalar)>(self, end, weight);
+    return fallback<at::_ops::lerp__Scalar>(self, end, weight);
   }
   lerp_scalar_run(self, end, weight, self, Mode::InPlace);
   return self;
@@ -195,7 +195,7 @@ Tensor& lerp__scalar(Tensor& self, const Tensor& end, const Scalar& weight) {
 
 Tensor& lerp_scalar_out(const Tensor& self, const Tensor& end, const Scalar& weight, Tensor& out) {
   if (!loops::is_floating(self.scalar_type())) {
-    return fallback<ATEN_OP(lerp_Scalar_out)>(self, end, weight, out);
+    return fallback<at::_ops::lerp_Scalar_out>(self, end, weight, out);
   }
   lerp_scalar_run(self, end, weight, out, Mode::Out);
   return out;
@@ -203,14 +203,14 @@ Tensor& lerp_scalar_out(const Tensor& self, const Tensor& end, const Scalar& wei
 
 Tensor lerp_tensor(const Tensor& self, const Tensor& end, const Tensor& weight) {
   if (!loops::is_floating(self.scalar_type())) {
-    return fallback<ATEN_OP(lerp_Tensor)>(self, end, weight);
+    return fallback<at::_ops::lerp_Tensor>(self, end, weight);
   }
   return lerp_tensor_run(self, end, weight, Tensor(), Mode::Functional);
 }
 
 Tensor& lerp__tensor(Tensor& self, const Tensor& end, const Tensor& weight) {
   if (!loops::is_floating(self.scalar_type())) {
-    return fallback<ATEN_OP(lerp__Tensor)>(self, end, weight);
+    return fallback<at::_ops::lerp__Tensor>(self, end, weight);
   }
   lerp_tensor_run(self, end, weight, self, Mode::InPlace);
   return self;
@@ -218,7 +218,7 @@ Tensor& lerp__tensor(Tensor& self, const Tensor& end, const Tensor& weight) {
 
 Tensor& lerp_tensor_out(const Tensor& self, const Tensor& end, const Tensor& weight, Tensor& out) {
   if (!loops::is_floating(self.scalar_type())) {
-    return fallback<ATEN_OP(lerp_Tensor_out)>(self, end, weight, out);
+    return fallback<at::_ops::lerp_Tensor_out>(self, end, weight, out);
   }
   lerp_tensor_run(self, end, weight, out, Mode::Out);
   return out;
@@ -327,12 +327,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_IMPL(m, "lerp_.Tensor", lerp__tensor);
   OPENREG_IMPL(m, "lerp.Tensor_out", lerp_tensor_out);
 
-  OPENREG_IMPL(m, "addcmul", (addc<false, ATEN_OP(addcmul)>));
-  OPENREG_IMPL(m, "addcmul_", (addc_<false, ATEN_OP(addcmul_)>));
-  OPENREG_IMPL(m, "addcmul.out", (addc_out<false, ATEN_OP(addcmul_out)>));
-  OPENREG_IMPL(m, "addcdiv", (addc<true, ATEN_OP(addcdiv)>));
-  OPENREG_IMPL(m, "addcdiv_", (addc_<true, ATEN_OP(addcdiv_)>));
-  OPENREG_IMPL(m, "addcdiv.out", (addc_out<true, ATEN_OP(addcdiv_out)>));
+  OPENREG_IMPL(m, "addcmul", (addc<false, at::_ops::addcmul>));
+  OPENREG_IMPL(m, "addcmul_", (addc_<false, at::_ops::addcmul_>));
+  OPENREG_IMPL(m, "addcmul.out", (addc_out<false, at::_ops::addcmul_out>));
+  OPENREG_IMPL(m, "addcdiv", (addc<true, at::_ops::addcdiv>));
+  OPENREG_IMPL(m, "addcdiv_", (addc_<true, at::_ops::addcdiv_>));
+  OPENREG_IMPL(m, "addcdiv.out", (addc_out<true, at::_ops::addcdiv_out>));
 }
 
 }  // namespace openreg

@@ -35,14 +35,7 @@ using c10::Scalar;
 using c10::ScalarType;
 using loops::Loop;
 using loops::Mode;
-
-// Runs kernel(loop) over self read as compute_dtype(dtype), writing `dtype`.
-// Kernels get the operator's dtype (Note [Narrow integers] in Loops.h).
-Tensor unary(const Tensor& self, const Tensor& out, Mode mode, ScalarType dtype,
-             c10::function_ref<void(const Loop&)> kernel) {
-  const Tensor a = loops::to_compute(self, dtype);
-  return loops::run_elementwise(out, mode, dtype, {a}, kernel);
-}
+using loops::run_unary;
 
 // --- floating operators: integers compute in the default float dtype --------------
 // Each functor maps an opmath value (float for 16-bit types) to its result.
@@ -129,8 +122,8 @@ Tensor floating_unary(const Tensor& self) {
   if (!loops::is_floating(dtype)) {
     return fallback<Op>(self);
   }
-  return unary(self, Tensor(), Mode::Functional, dtype,
-               [dtype](const Loop& loop) { floating_kernel<F>(loop, dtype); });
+  return run_unary(self, Tensor(), Mode::Functional, dtype,
+                   [dtype](const Loop& loop) { floating_kernel<F>(loop, dtype); });
 }
 
 template <typename F, typename Op>
@@ -139,8 +132,8 @@ Tensor& floating_unary_(Tensor& self) {
   if (!loops::is_floating(dtype)) {
     return fallback<Op>(self);
   }
-  unary(self, self, Mode::InPlace, dtype,
-        [dtype](const Loop& loop) { floating_kernel<F>(loop, dtype); });
+  run_unary(self, self, Mode::InPlace, dtype,
+            [dtype](const Loop& loop) { floating_kernel<F>(loop, dtype); });
   return self;
 }
 
@@ -150,8 +143,8 @@ Tensor& floating_unary_out(const Tensor& self, Tensor& out) {
   if (!loops::is_floating(dtype)) {
     return fallback<Op>(self, out);
   }
-  unary(self, out, Mode::Out, dtype,
-        [dtype](const Loop& loop) { floating_kernel<F>(loop, dtype); });
+  run_unary(self, out, Mode::Out, dtype,
+            [dtype](const Loop& loop) { floating_kernel<F>(loop, dtype); });
   return out;
 }
 
@@ -204,8 +197,8 @@ Tensor keep_unary(const Tensor& self) {
     return fallback<Op>(self);
   }
   const ScalarType dtype = self.scalar_type();
-  return unary(self, Tensor(), Mode::Functional, dtype,
-               [dtype](const Loop& loop) { keep_kernel<kOp>(loop, dtype); });
+  return run_unary(self, Tensor(), Mode::Functional, dtype,
+                   [dtype](const Loop& loop) { keep_kernel<kOp>(loop, dtype); });
 }
 
 template <Keep kOp, typename Op>
@@ -214,8 +207,8 @@ Tensor& keep_unary_(Tensor& self) {
     return fallback<Op>(self);
   }
   const ScalarType dtype = self.scalar_type();
-  unary(self, self, Mode::InPlace, dtype,
-        [dtype](const Loop& loop) { keep_kernel<kOp>(loop, dtype); });
+  run_unary(self, self, Mode::InPlace, dtype,
+            [dtype](const Loop& loop) { keep_kernel<kOp>(loop, dtype); });
   return self;
 }
 
@@ -225,7 +218,8 @@ Tensor& keep_unary_out(const Tensor& self, Tensor& out) {
     return fallback<Op>(self, out);
   }
   const ScalarType dtype = self.scalar_type();
-  unary(self, out, Mode::Out, dtype, [dtype](const Loop& loop) { keep_kernel<kOp>(loop, dtype); });
+  run_unary(self, out, Mode::Out, dtype,
+            [dtype](const Loop& loop) { keep_kernel<kOp>(loop, dtype); });
   return out;
 }
 
@@ -272,8 +266,8 @@ void clamp_kernel(const Loop& loop, ScalarType dtype, const std::optional<Scalar
 
 Tensor clamp_run(const Tensor& self, const std::optional<Scalar>& lo,
                  const std::optional<Scalar>& hi, const Tensor& out, Mode mode, ScalarType dtype) {
-  return unary(self, out, mode, dtype,
-               [&](const Loop& loop) { clamp_kernel(loop, dtype, lo, hi); });
+  return run_unary(self, out, mode, dtype,
+                   [&](const Loop& loop) { clamp_kernel(loop, dtype, lo, hi); });
 }
 
 bool clamp_native(ScalarType dtype) {
@@ -286,7 +280,7 @@ Tensor clamp(const Tensor& self, const std::optional<Scalar>& min,
               "torch.clamp: At least one of 'min' or 'max' must not be None");
   const ScalarType dtype = clamp_dtype(self, min, max, Tensor());
   if (!clamp_native(dtype)) {
-    return fallback<ATEN_OP(clamp)>(self, min, max);
+    return fallback<at::_ops::clamp>(self, min, max);
   }
   return clamp_run(self, min, max, Tensor(), Mode::Functional, dtype);
 }
@@ -296,7 +290,7 @@ Tensor& clamp_(Tensor& self, const std::optional<Scalar>& min, const std::option
               "torch.clamp: At least one of 'min' or 'max' must not be None");
   const ScalarType dtype = clamp_dtype(self, min, max, self);
   if (!clamp_native(dtype)) {
-    return fallback<ATEN_OP(clamp_)>(self, min, max);
+    return fallback<at::_ops::clamp_>(self, min, max);
   }
   clamp_run(self, min, max, self, Mode::InPlace, dtype);
   return self;
@@ -308,7 +302,7 @@ Tensor& clamp_out(const Tensor& self, const std::optional<Scalar>& min,
               "torch.clamp: At least one of 'min' or 'max' must not be None");
   const ScalarType dtype = clamp_dtype(self, min, max, out);
   if (!clamp_native(dtype)) {
-    return fallback<ATEN_OP(clamp_out)>(self, min, max, out);
+    return fallback<at::_ops::clamp_out>(self, min, max, out);
   }
   clamp_run(self, min, max, out, Mode::Out, dtype);
   return out;
@@ -353,20 +347,20 @@ Tensor& clamp_one_out(const Tensor& self, const Scalar& bound, Tensor& out) {
 }  // namespace
 
 // The functional, in-place and out= forms of one operator.
-#define OPENREG_FLOATING_UNARY(m, name, F)                            \
-  OPENREG_IMPL(m, #name, (floating_unary<F, ATEN_OP(name)>));         \
-  OPENREG_IMPL(m, #name "_", (floating_unary_<F, ATEN_OP(name##_)>)); \
-  OPENREG_IMPL(m, #name ".out", (floating_unary_out<F, ATEN_OP(name##_out)>))
+#define OPENREG_FLOATING_UNARY(m, name, F)                             \
+  OPENREG_IMPL(m, #name, (floating_unary<F, at::_ops::name>));         \
+  OPENREG_IMPL(m, #name "_", (floating_unary_<F, at::_ops::name##_>)); \
+  OPENREG_IMPL(m, #name ".out", (floating_unary_out<F, at::_ops::name##_out>))
 
-#define OPENREG_KEEP_UNARY(m, name, kOp)                            \
-  OPENREG_IMPL(m, #name, (keep_unary<kOp, ATEN_OP(name)>));         \
-  OPENREG_IMPL(m, #name "_", (keep_unary_<kOp, ATEN_OP(name##_)>)); \
-  OPENREG_IMPL(m, #name ".out", (keep_unary_out<kOp, ATEN_OP(name##_out)>))
+#define OPENREG_KEEP_UNARY(m, name, kOp)                             \
+  OPENREG_IMPL(m, #name, (keep_unary<kOp, at::_ops::name>));         \
+  OPENREG_IMPL(m, #name "_", (keep_unary_<kOp, at::_ops::name##_>)); \
+  OPENREG_IMPL(m, #name ".out", (keep_unary_out<kOp, at::_ops::name##_out>))
 
-#define OPENREG_CLAMP_ONE(m, name, kMin)                            \
-  OPENREG_IMPL(m, #name, (clamp_one<kMin, ATEN_OP(name)>));         \
-  OPENREG_IMPL(m, #name "_", (clamp_one_<kMin, ATEN_OP(name##_)>)); \
-  OPENREG_IMPL(m, #name ".out", (clamp_one_out<kMin, ATEN_OP(name##_out)>))
+#define OPENREG_CLAMP_ONE(m, name, kMin)                             \
+  OPENREG_IMPL(m, #name, (clamp_one<kMin, at::_ops::name>));         \
+  OPENREG_IMPL(m, #name "_", (clamp_one_<kMin, at::_ops::name##_>)); \
+  OPENREG_IMPL(m, #name ".out", (clamp_one_out<kMin, at::_ops::name##_out>))
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_FLOATING_UNARY(m, exp, Exp);
