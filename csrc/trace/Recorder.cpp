@@ -64,7 +64,6 @@ ThreadBuffer* register_thread(Recording& r, uint64_t generation) {
   std::lock_guard<SpinLock> block(b->lock);
   b->generation = generation;
   b->thread = static_cast<int32_t>(r.buffers.size());
-  b->events.reserve(std::min<uint64_t>(r.budget.load(), 1 << 16));
   b->open.reserve(64);
   r.buffers.push_back(b);
   return b;
@@ -192,7 +191,7 @@ SessionResult close_session(uint64_t id) {
       auto found = s.start.find(b);
       const size_t first = found == s.start.end() ? 0 : found->second;
       ThreadEvents t{b->thread, b->os_thread, static_cast<int64_t>(first), {}, b->pool};
-      t.events.assign(b->events.begin() + static_cast<std::ptrdiff_t>(first), b->events.end());
+      b->events.copy_to(t.events, first);
       out.threads.push_back(std::move(t));
     }
     r.sessions.erase(it);
@@ -202,7 +201,7 @@ SessionResult close_session(uint64_t id) {
       r.generation.fetch_add(1, std::memory_order_release);
       for (ThreadBuffer* b : r.buffers) {
         std::lock_guard<SpinLock> block(b->lock);
-        b->events = {};
+        b->events.clear();
         b->pool = {};
         b->open.clear();
         b->scopes.clear();

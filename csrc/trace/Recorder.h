@@ -21,9 +21,10 @@
 //
 // Cost: when no session is open each decision point pays one relaxed atomic
 // load (enabled()). When on, an event is a lock of the thread's own,
-// uncontended lock (SpinLock.h) and a 64-byte append.
+// uncontended lock (SpinLock.h) and a 64-byte append (EventStore.h).
 
 #include "trace/Event.h"
+#include "trace/EventStore.h"
 #include "trace/SpinLock.h"
 
 #include <atomic>
@@ -60,7 +61,7 @@ struct ThreadBuffer {
   uint64_t generation = 0;
   int32_t thread = 0;      // 0, 1, 2, ... in order of first event
   uint64_t os_thread = 0;  // gettid()
-  std::vector<Event> events;
+  EventStore events;
   std::vector<int64_t> pool;    // shapes and dtypes of Op arguments
   std::vector<OpenEvent> open;  // Op/Backward events not ended yet
   std::vector<int32_t> scopes;  // open Fallback events
