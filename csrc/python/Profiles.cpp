@@ -4,7 +4,12 @@
 #include "aten/GenericNative.h"
 #include "aten/Profile.h"
 
-#include <torch/extension.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace py = pybind11;
 

@@ -2,7 +2,8 @@
 
 // Bindings of the recorder (Trace.cpp), added to openreg_lab._C by Module.cpp.
 
-#include <torch/csrc/utils/pybind.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 namespace openreg::python {
 
