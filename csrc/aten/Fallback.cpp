@@ -18,6 +18,7 @@
 
 #include "aten/Fallback.h"
 
+#include "aten/BoxedArguments.h"
 #include "aten/FallbackCount.h"
 #include "aten/FallbackPolicy.h"
 #include "aten/GenericNative.h"
@@ -39,34 +40,6 @@ namespace openreg {
 namespace {
 
 constexpr auto kOpenReg = c10::DeviceType::PrivateUse1;
-
-bool on_openreg(const at::Tensor& t) {
-  return t.defined() && t.device().type() == kOpenReg;
-}
-
-bool is_optional_generator(const c10::Argument& arg) {
-  const auto* opt = arg.type()->castRaw<c10::OptionalType>();
-  return opt != nullptr && opt->getElementType()->kind() == c10::TypeKind::GeneratorType;
-}
-
-// Index of the argument a return value aliases, or -1.
-int aliased_argument(const c10::FunctionSchema& schema, const c10::Argument& ret) {
-  const c10::AliasInfo* info = ret.alias_info();
-  if (info == nullptr) {
-    return -1;
-  }
-  for (size_t i = 0; i < schema.arguments().size(); ++i) {
-    const c10::AliasInfo* a = schema.arguments()[i].alias_info();
-    if (a != nullptr && a->beforeSets() == info->beforeSets()) {
-      return static_cast<int>(i);
-    }
-  }
-  return -1;
-}
-
-bool is_written(const c10::Argument& arg) {
-  return arg.alias_info() != nullptr && arg.alias_info()->isWrite();
-}
 
 // Note [Schemas that under-report mutation]
 // A few legacy operators write to arguments their schema does not mark as
@@ -279,24 +252,8 @@ class Fallback {
     if (v.isTensor()) {
       return tensor_to_host(v.toTensor(), arg.is_out());
     }
-    if (v.isTensorList()) {
-      c10::List<at::Tensor> out;
-      out.reserve(v.toTensorList().size());
-      for (const at::Tensor& t : v.toTensorList()) {
-        out.push_back(tensor_to_host(t));
-      }
-      return out;
-    }
-    if (v.isOptionalTensorList()) {
-      c10::List<std::optional<at::Tensor>> out;
-      for (const c10::IValue& e : v.toListRef()) {
-        if (e.isTensor()) {
-          out.push_back(tensor_to_host(e.toTensor()));
-        } else {
-          out.push_back(std::nullopt);
-        }
-      }
-      return out;
+    if (is_tensor_list(v)) {
+      return map_tensors(v, [&](const at::Tensor& t) { return tensor_to_host(t); });
     }
     if (v.isDevice() && v.toDevice().type() == kOpenReg) {
       return c10::Device(c10::kCPU);
@@ -324,15 +281,7 @@ class Fallback {
       }
       dst.copy_(src);
     };
-    if (original.isTensor()) {
-      copy(original.toTensor(), host.toTensor());
-    } else if (original.isTensorList()) {
-      auto dst = original.toTensorList();
-      auto src = host.toTensorList();
-      for (size_t k = 0; k < dst.size(); ++k) {
-        copy(dst[k], src[k]);
-      }
-    }
+    for_each_tensor_pair(original, host, copy);
   }
 
   at::Tensor tensor_to_device(const at::Tensor& t) {
@@ -343,17 +292,7 @@ class Fallback {
   }
 
   c10::IValue to_device(const c10::IValue& v) {
-    if (v.isTensor()) {
-      return tensor_to_device(v.toTensor());
-    }
-    if (v.isTensorList()) {
-      c10::List<at::Tensor> out;
-      for (const at::Tensor& t : v.toTensorList()) {
-        out.push_back(tensor_to_device(t));
-      }
-      return out;
-    }
-    return v;
+    return map_tensors(v, [&](const at::Tensor& t) { return tensor_to_device(t); });
   }
 
   c10::IValue to_device_view(const c10::IValue& v, const c10::IValue& base) {
@@ -367,17 +306,7 @@ class Fallback {
     if (!base.isTensor()) {
       return to_device(v);
     }
-    if (v.isTensor()) {
-      return one(v.toTensor());
-    }
-    if (v.isTensorList()) {
-      c10::List<at::Tensor> out;
-      for (const at::Tensor& t : v.toTensorList()) {
-        out.push_back(one(t));
-      }
-      return out;
-    }
-    return v;
+    return map_tensors(v, one);
   }
 
   const c10::OperatorHandle& op_;

@@ -2,6 +2,7 @@
 
 #include "aten/GenericNative.h"
 
+#include "aten/BoxedArguments.h"
 #include "aten/HostView.h"
 #include "runtime/Device.h"
 #include "runtime/DeviceAllocator.h"
@@ -71,33 +72,6 @@ class DivertGuard {
  private:
   c10::DeviceIndex previous_;
 };
-
-bool on_openreg(const at::Tensor& t) {
-  return t.defined() && t.device().type() == kOpenReg;
-}
-
-bool is_optional_generator(const c10::Argument& arg) {
-  const auto* opt = arg.type()->castRaw<c10::OptionalType>();
-  return opt != nullptr && opt->getElementType()->kind() == c10::TypeKind::GeneratorType;
-}
-
-bool is_written(const c10::Argument& arg) {
-  return arg.alias_info() != nullptr && arg.alias_info()->isWrite();
-}
-
-int aliased_argument(const c10::FunctionSchema& schema, const c10::Argument& ret) {
-  const c10::AliasInfo* info = ret.alias_info();
-  if (info == nullptr) {
-    return -1;
-  }
-  for (size_t i = 0; i < schema.arguments().size(); ++i) {
-    const c10::AliasInfo* a = schema.arguments()[i].alias_info();
-    if (a != nullptr && a->beforeSets() == info->beforeSets()) {
-      return static_cast<int>(i);
-    }
-  }
-  return -1;
-}
 
 // Keeps a CPU storage (device memory from the wrapper) alive for the openreg
 // storage that now presents its bytes.
@@ -238,24 +212,8 @@ class GenericCall {
     if (v.isTensor()) {
       return tensor_to_host(v.toTensor(), is_written(arg));
     }
-    if (v.isTensorList()) {
-      c10::List<at::Tensor> out;
-      out.reserve(v.toTensorList().size());
-      for (const at::Tensor& t : v.toTensorList()) {
-        out.push_back(tensor_to_host(t, false));
-      }
-      return out;
-    }
-    if (v.isOptionalTensorList()) {
-      c10::List<std::optional<at::Tensor>> out;
-      for (const c10::IValue& e : v.toListRef()) {
-        if (e.isTensor()) {
-          out.push_back(tensor_to_host(e.toTensor(), false));
-        } else {
-          out.push_back(std::nullopt);
-        }
-      }
-      return out;
+    if (is_tensor_list(v)) {
+      return map_tensors(v, [&](const at::Tensor& t) { return tensor_to_host(t, false); });
     }
     if (v.isDevice() && v.toDevice().type() == kOpenReg) {
       return c10::Device(c10::kCPU);
@@ -294,15 +252,7 @@ class GenericCall {
         copy_metadata(o, h);
       }
     };
-    if (original.isTensor()) {
-      one(original.toTensor(), host.toTensor());
-    } else if (original.isTensorList()) {
-      auto o = original.toTensorList();
-      auto h = host.toTensorList();
-      for (size_t k = 0; k < o.size(); ++k) {
-        one(o[k], h[k]);
-      }
-    }
+    for_each_tensor_pair(original, host, one);
   }
 
   at::Tensor tensor_to_device(const at::Tensor& r) {
@@ -338,17 +288,7 @@ class GenericCall {
   }
 
   c10::IValue to_device(const c10::IValue& v) {
-    if (v.isTensor()) {
-      return tensor_to_device(v.toTensor());
-    }
-    if (v.isTensorList()) {
-      c10::List<at::Tensor> out;
-      for (const at::Tensor& t : v.toTensorList()) {
-        out.push_back(tensor_to_device(t));
-      }
-      return out;
-    }
-    return v;
+    return map_tensors(v, [&](const at::Tensor& t) { return tensor_to_device(t); });
   }
 
   const c10::FunctionSchema& schema_;
