@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import openreg_lab
-from openreg_lab import export
+from openreg_lab import _C, export
+from openreg_lab._events import EVENT_DTYPE
 
 
 @pytest.fixture
@@ -39,6 +40,11 @@ def test_save_and_load_round_trip_losslessly(rich_trace, tmp_path):
     pd.testing.assert_frame_equal(back.summary(), rich_trace.summary())
     pd.testing.assert_frame_equal(back.fallbacks(), rich_trace.fallbacks())
     assert set(rich_trace.events["kind"]) >= {"op", "backward", "fallback", "copy", "cast", "alloc", "free"}
+
+
+def test_numpy_reads_events_with_the_cpp_layout():
+    # openreg_lab/_events.py mirrors struct Event (csrc/trace/Event.h) field for field.
+    assert _C._trace_event_size() == EVENT_DTYPE.itemsize == 64
 
 
 def test_missing_file(tmp_path):

@@ -131,10 +131,8 @@ void bind_trace(py::module_& m) {
       },
       py::arg("capacity"), py::arg("record_shapes"), py::arg("stack"), py::arg("skip_prefixes"));
   m.def("_trace_close", &close, py::arg("id"));
-  m.def("_trace_is_open", &trace::session_open, py::arg("id"));
   m.def("_trace_enabled", &trace::enabled);
   m.def("_trace_strings", &trace::interned_strings);
-  m.def("_trace_mark", [](const std::string& name) { trace::record_mark(name); });
   m.def("_trace_event_size", [] { return sizeof(trace::Event); });
   // For benchmarks/bench_trace.py: records `n` alloc events through the same
   // hook the allocator uses (with no allocation), returns the nanoseconds taken.

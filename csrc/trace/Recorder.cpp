@@ -168,12 +168,6 @@ uint64_t open_session(uint64_t capacity, Options options) {
   return id;
 }
 
-bool session_open(uint64_t id) {
-  Recording& r = recording();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  return r.sessions.count(id) != 0;
-}
-
 SessionResult close_session(uint64_t id) {
   Recording& r = recording();
   SessionResult out;

@@ -108,7 +108,6 @@ struct SessionResult {
 
 uint64_t open_session(uint64_t capacity, Options options);
 SessionResult close_session(uint64_t id);
-bool session_open(uint64_t id);
 
 // Called when the first session opens / the last one closes (OpObserver.cpp
 // adds and removes its RecordFunction callback here).
