@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import openreg_lab
-from openreg_lab.coverage import COLUMNS, KERNELS, RESOLUTIONS
+from openreg_lab.dispatch.coverage import COLUMNS, KERNELS, RESOLUTIONS
 
 # What the dispatcher's computed table says for PrivateUse1, by the tag it prints.
 _TAG_TO_RESOLUTION = {

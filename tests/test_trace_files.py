@@ -12,8 +12,9 @@ import pytest
 import torch
 
 import openreg_lab
-from openreg_lab import _C, export
-from openreg_lab._events import EVENT_DTYPE
+from openreg_lab import _C
+from openreg_lab.recording import chrome, files
+from openreg_lab.recording.events import EVENT_DTYPE
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ def test_save_and_load_round_trip_losslessly(rich_trace, tmp_path):
 
 
 def test_numpy_reads_events_with_the_cpp_layout():
-    # openreg_lab/_events.py mirrors struct Event (csrc/trace/Event.h) field for field.
+    # openreg_lab/recording/events.py mirrors struct Event (csrc/trace/Event.h) field for field.
     assert _C._trace_event_size() == EVENT_DTYPE.itemsize == 64
 
 
@@ -82,7 +83,7 @@ def test_truncated_file_is_refused(rich_trace, tmp_path):
 
 def test_newer_versions_name_the_fix(rich_trace, tmp_path, monkeypatch):
     path = tmp_path / "future.trace"
-    monkeypatch.setattr(export, "VERSION", 99)
+    monkeypatch.setattr(files, "VERSION", 99)
     rich_trace.save(path)
     monkeypatch.undo()
     with pytest.raises(ValueError, match=r"format version 99.*upgrade openreg-lab"):
@@ -121,10 +122,10 @@ def test_chrome_trace_follows_the_trace_event_format(rich_trace, tmp_path):
     assert {"copies", "autocast casts"} <= names
     assert sum(n.startswith("openreg thread") for n in names) == ev["thread"].nunique()
     copies = [e for e in complete if e["cat"] == "copy"]
-    assert {e["tid"] for e in copies} == {export._COPY_TRACK}
+    assert {e["tid"] for e in copies} == {chrome._COPY_TRACK}
     assert sorted(e["args"]["bytes"] for e in copies) == sorted(ev.loc[ev["kind"] == "copy", "bytes"])
     casts = [e for e in complete if e["cat"] == "cast"]
-    assert {e["tid"] for e in casts} == {export._CAST_TRACK} and casts
+    assert {e["tid"] for e in casts} == {chrome._CAST_TRACK} and casts
     mm = next(e for e in complete if e["name"] == "aten::mm" and e["cat"] == "op")
     assert mm["args"]["kernel"] == "native"
     assert mm["args"]["dispatch"].startswith("AutocastPrivateUse1 > ")

@@ -7,6 +7,7 @@
 #include "runtime/Device.h"
 #include "runtime/DeviceAllocator.h"
 #include "runtime/Generator.h"
+#include "trace/Hooks.h"
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/DeviceGuard.h>
@@ -304,6 +305,7 @@ class GenericCall {
 }  // namespace
 
 void generic_native(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  trace::mark_kernel(trace::Kernel::Generic);
   GenericCall(op, stack).run();
 }
 

@@ -25,6 +25,7 @@ enum class Kernel : int8_t {
   Native = 1,     // a kernel registered for PrivateUse1 ran
   Fallback = 2,   // the boxed CPU fallback ran
   Composite = 3,  // decomposed into other ops (its children)
+  Generic = 4,    // the generic native path: a CPU kernel on device memory
 };
 
 // Device codes in src/dst/device: an openreg index, or one of these.

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from openreg_lab import _C
-from openreg_lab._devices import DeviceLike, device_index
+from openreg_lab.device._devices import DeviceLike, device_index
 
 
 def memory_stats(device: DeviceLike = None) -> OrderedDict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from openreg_lab._devices import (
+from openreg_lab.device._devices import (
     _is_in_bad_fork,
     _lazy_init,
     current_device,
@@ -22,7 +22,7 @@ from openreg_lab._devices import (
     set_device,
     synchronize,
 )
-from openreg_lab._memory import (
+from openreg_lab.device._memory import (
     empty_cache,
     get_memory_limit,
     max_memory_allocated,
@@ -35,7 +35,7 @@ from openreg_lab._memory import (
     reset_peak_memory_stats,
     set_memory_limit,
 )
-from openreg_lab._random import (
+from openreg_lab.device._random import (
     default_generators,
     get_rng_state,
     get_rng_state_all,
@@ -47,7 +47,7 @@ from openreg_lab._random import (
     set_rng_state,
     set_rng_state_all,
 )
-from openreg_lab._streams import (
+from openreg_lab.device._streams import (
     Event,
     Stream,
     StreamContext,

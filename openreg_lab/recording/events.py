@@ -38,7 +38,7 @@ EVENT_DTYPE = np.dtype(
 assert EVENT_DTYPE.itemsize == 64
 
 KINDS = ("op", "backward", "fallback", "copy", "cast", "alloc", "free", "mark")
-KERNELS = ("", "native", "fallback", "composite")
+KERNELS = ("", "native", "fallback", "composite", "generic")
 CPU, NO_DEVICE = -1, -2
 CACHE_HIT = 1
 

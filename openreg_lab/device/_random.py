@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from openreg_lab import _C
-from openreg_lab._devices import DeviceLike, device_count, device_index
+from openreg_lab.device._devices import DeviceLike, device_count, device_index
 
 default_generators: tuple[torch.Generator, ...] = tuple(
     _C.default_generator(i) for i in range(_C.device_count())

@@ -39,7 +39,7 @@ import torch
 import yaml
 
 from openreg_lab import _C
-from openreg_lab._native import native_ops, native_ops_by_family, via_cpu_ops
+from openreg_lab.dispatch.native import native_ops, native_ops_by_family, via_cpu_ops
 
 BUILTIN_PROFILES = ("minimal", "default", "cpu", "cuda", "mps")
 _BACKEND_KEYS = {"cpu": "CPU", "cuda": "CUDA", "mps": "MPS"}

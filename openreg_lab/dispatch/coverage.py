@@ -12,8 +12,8 @@ from typing import Any
 import pandas as pd
 import torch
 
-from openreg_lab import profiles as _profiles
-from openreg_lab._native import native_ops, via_cpu_ops
+from openreg_lab.dispatch import profiles as _profiles
+from openreg_lab.dispatch.native import native_ops, via_cpu_ops
 
 #: Values of the ``resolution`` column, in the dispatcher's order of preference for PrivateUse1.
 RESOLUTIONS = ("native", "composite_implicit", "composite_explicit", "fallback", "missing")

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from openreg_lab import _C
-from openreg_lab._devices import DeviceLike, device_index
+from openreg_lab.device._devices import DeviceLike, device_index
 
 
 def _as_device(device: DeviceLike) -> torch.device:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-_EMPTY_SUMMARY = ["name", "calls", "native", "fallback", "composite", "total_ns", "self_ns", "bytes_copied"]
+_EMPTY_SUMMARY = [
+    "name", "calls", "native", "fallback", "composite", "generic", "total_ns", "self_ns", "bytes_copied",
+]  # fmt: skip
 
 
 def nearest_op(events: pd.DataFrame) -> np.ndarray:
@@ -39,7 +41,8 @@ def self_time(events: pd.DataFrame) -> np.ndarray:
 
 
 def summary(events: pd.DataFrame) -> pd.DataFrame:
-    """One row per op name: calls, how many ran native / fallback / composite, time, bytes copied.
+    """One row per op name: calls, how many ran native / fallback / composite / generic, time, bytes
+    copied.
 
     ``bytes_copied`` counts the copies an op caused (those whose nearest enclosing op it is), so a
     fallen-back op is charged for moving its arguments to the CPU and its results back.
@@ -57,6 +60,7 @@ def summary(events: pd.DataFrame) -> pd.DataFrame:
             "native": ops["kernel"] == "native",
             "fallback": ops["kernel"] == "fallback",
             "composite": ops["kernel"] == "composite",
+            "generic": ops["kernel"] == "generic",
             "total_ns": ops["dur_ns"].clip(lower=0),
             "self_ns": self_ns[ops.index],
             "bytes_copied": ops["id"].map(copied).fillna(0).astype(np.int64),
@@ -67,6 +71,7 @@ def summary(events: pd.DataFrame) -> pd.DataFrame:
         native=("native", "sum"),
         fallback=("fallback", "sum"),
         composite=("composite", "sum"),
+        generic=("generic", "sum"),
         total_ns=("total_ns", "sum"),
         self_ns=("self_ns", "sum"),
         bytes_copied=("bytes_copied", "sum"),

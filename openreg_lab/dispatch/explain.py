@@ -15,10 +15,10 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
-from openreg_lab import profiles as _profiles
-from openreg_lab._native import native_ops, via_cpu_ops
-from openreg_lab.coverage import _classify as _apply_profile
-from openreg_lab.coverage import _static
+from openreg_lab.dispatch import profiles as _profiles
+from openreg_lab.dispatch.coverage import _classify as _apply_profile
+from openreg_lab.dispatch.coverage import _static
+from openreg_lab.dispatch.native import native_ops, via_cpu_ops
 
 DispatchKey = torch._C.DispatchKey
 
@@ -229,7 +229,7 @@ def _walk(
 def _observed_calls(name: str, run: Any, ops: frozenset[str] | None) -> tuple[list[Call], str | None, Any]:
     """Run ``run()`` under a trace; return the operators it called below ``name``, its error and
     the trace."""
-    from openreg_lab.trace import Trace
+    from openreg_lab.recording.session import Trace
 
     error = None
     with Trace() as t:

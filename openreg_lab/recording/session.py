@@ -22,17 +22,20 @@ import os
 import sysconfig
 import time
 import warnings
+from collections.abc import Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pandas as pd
 import torch
 
-from openreg_lab import _C, _events
+from openreg_lab import _C
+from openreg_lab.recording import analysis, chrome, files
+from openreg_lab.recording import events as _events
 
 if TYPE_CHECKING:
-    from openreg_lab._events import Columns
+    from openreg_lab.recording.events import Columns
 
 DEFAULT_CAPACITY = 1_000_000
 
@@ -45,6 +48,73 @@ EVENT_COLUMNS = [
 
 class TraceDroppedEventsWarning(UserWarning):
     """A trace filled up: some events were not recorded (see ``Trace.dropped``)."""
+
+
+class Renderer(Protocol):
+    """What draws a ``Trace``: ``openreg_lab.views`` installs one (Note [Views are plugged in])."""
+
+    def dashboard(self, trace: Trace) -> Any: ...
+    def mimebundle(self, trace: Trace) -> dict[str, Any]: ...
+    def write_html(
+        self, trace: Trace, path: str, title: str | None, run_info: Mapping[str, str] | None
+    ) -> None: ...
+
+
+# Note [Views are plugged in]
+# The recording layer sits below the views and never imports them. ``Trace.show()``,
+# ``Trace._repr_mimebundle_`` and ``Trace.to_html`` draw through the renderer that
+# ``openreg_lab.views`` installs here when it is imported (``import openreg_lab`` does that).
+_renderer: Renderer | None = None
+
+
+def install_renderer(renderer: Renderer) -> None:
+    """Make ``renderer`` draw every ``Trace`` (called by ``openreg_lab.views`` on import)."""
+    global _renderer
+    _renderer = renderer
+
+
+def _require_renderer() -> Renderer:
+    if _renderer is None:
+        raise RuntimeError(
+            "no trace views are installed: `import openreg_lab.views` (import openreg_lab does)"
+        )
+    return _renderer
+
+
+def mark(name: str) -> None:
+    """Record an instant named ``name`` in every open trace (drawn as a vertical line on the timeline).
+
+    ::
+
+        with openreg_lab.trace() as t:
+            for step in range(3):
+                openreg_lab.mark(f"step {step}")
+                train_step()
+
+    Does nothing when no trace is open.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"openreg_lab.mark(name) takes a string, got {type(name).__name__}")
+    _C._trace_mark(name)
+
+
+def load_trace(path: str | os.PathLike[str]) -> Trace:
+    """Read a trace written by ``Trace.save``.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: the file is not an openreg-lab trace, is of a newer version, or is damaged.
+    """
+    saved = files.read(path)
+    t = Trace(
+        record_shapes=saved.record_shapes,
+        stack=saved.stack,
+        capacity=saved.capacity,
+        columns=saved.columns,
+        dropped=saved.dropped,
+    )
+    t._t0 = saved.t0
+    return t
 
 
 def trace(*, record_shapes: bool = False, stack: bool = False, capacity: int = DEFAULT_CAPACITY) -> Trace:
@@ -66,7 +136,7 @@ def trace(*, record_shapes: bool = False, stack: bool = False, capacity: int = D
 def _skip_prefixes() -> list[str]:
     """Files that are not the user's code, for ``stack=True``: torch and the standard library."""
     prefixes = [os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.__file__) + os.sep]
-    prefixes.append(os.path.dirname(os.path.abspath(__file__)) + os.sep + "trace.py")
+    prefixes.append(os.path.abspath(__file__))
     purelib = sysconfig.get_paths().get("purelib")
     if purelib:
         prefixes.append(os.path.join(purelib, "torch") + os.sep)
@@ -173,40 +243,58 @@ class Trace:
 
     def summary(self) -> pd.DataFrame:
         """One row per op name: calls, how they ran, total and self time, bytes copied."""
-        from openreg_lab import analysis
-
         return analysis.summary(self.events)
 
     def fallbacks(self) -> pd.DataFrame:
         """Ops that ran through the CPU fallback, ranked by time including their copies."""
-        from openreg_lab import analysis
-
         return analysis.fallbacks(self.events)
 
     def copies(self) -> pd.DataFrame:
         """Every copy: direction, bytes, time, devices and the op that caused it."""
-        from openreg_lab import analysis
-
         return analysis.copies(self.events)
 
     def casts(self) -> pd.DataFrame:
         """Every autocast cast: op, argument, from and to dtype, bytes, weight-cache hit."""
-        from openreg_lab import analysis
-
         return analysis.casts(self.events)
 
     # -- files -------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the trace to ``path`` (read it back with ``openreg_lab.load_trace``)."""
-        from openreg_lab import export
-
-        export.save(self, path)
+        files.save(
+            path,
+            self.columns,
+            capacity=self.capacity,
+            dropped=self.dropped,
+            record_shapes=self.record_shapes,
+            stack=self.stack,
+            t0=self._t0,
+        )
 
     def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:
         """Write a Chrome Trace Event file, for Perfetto (ui.perfetto.dev) or chrome://tracing."""
-        from openreg_lab import export
+        chrome.write(path, self.events, self.columns.threads)
 
-        export.chrome_trace(self, path)
+    # -- views (Note [Views are plugged in]) -------------------------------
+    def show(self) -> Any:
+        """The interactive dashboard of this trace (an ipywidgets widget): timeline, op table,
+        fallbacks, dispatch flow, copies and casts, memory. Displaying a bare ``Trace`` shows it too."""
+        return _require_renderer().dashboard(self)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return _require_renderer().mimebundle(self)
+
+    def to_html(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        title: str | None = None,
+        run_info: Mapping[str, str] | None = None,
+    ) -> None:
+        """Write a self-contained HTML report of this trace to ``path`` (works offline, no server).
+
+        ``run_info`` adds rows to the report's header (e.g. the command line that was traced).
+        """
+        _require_renderer().write_html(self, os.fspath(path), title, run_info)
 
 
 def _to_frame(c: Columns, t0: int) -> pd.DataFrame:
@@ -215,7 +303,7 @@ def _to_frame(c: Columns, t0: int) -> pd.DataFrame:
     strings = np.array(c.strings, dtype=object)
     kind = np.array(_events.KINDS, dtype=object)[f["kind"]]
     is_op = f["kind"] == 0
-    kernels = np.array([None, "native", "fallback", "composite"], dtype=object)
+    kernels = np.array([None, *_events.KERNELS[1:]], dtype=object)
     devices = {code: _events.device_name(code) for code in range(-2, 16)}
     dev = np.vectorize(devices.__getitem__, otypes=[object])
     dtypes = {code: _events.dtype_name(code) for code in range(-1, 64)}

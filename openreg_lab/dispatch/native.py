@@ -12,7 +12,7 @@ VIA_CPU = "via_cpu"
 
 @cache
 def _sections() -> dict[str, tuple[str, ...]]:
-    text = resources.files("openreg_lab").joinpath("native_ops.yaml").read_text()
+    text = resources.files("openreg_lab.dispatch").joinpath("native_ops.yaml").read_text()
     data = yaml.safe_load(text)
     return {family: tuple(ops or ()) for family, ops in data.items()}
 

@@ -1,0 +1,19 @@
+"""The recording layer (``csrc/trace`` seen from Python): ``trace()``, ``Trace`` and its tables.
+
+- ``session``: ``trace()``, ``Trace``, ``mark()``, ``load_trace()``
+- ``events``: the recorder's fixed-size records as numpy arrays; merging thread buffers
+- ``analysis``: the summary / fallbacks / copies / casts DataFrames
+- ``files``: the ``.trace`` file format; ``chrome``: the Chrome Trace Event export
+
+Nothing here imports the views (Note [Views are plugged in] in ``session``).
+"""
+
+from openreg_lab.recording.session import (
+    Trace,
+    TraceDroppedEventsWarning,
+    load_trace,
+    mark,
+    trace,
+)
+
+__all__ = ["Trace", "TraceDroppedEventsWarning", "load_trace", "mark", "trace"]

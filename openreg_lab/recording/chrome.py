@@ -1,0 +1,83 @@
+"""The Chrome Trace Event export (JSON), for Perfetto (ui.perfetto.dev) or chrome://tracing.
+
+It reads the events table only: ops, backward nodes and fallbacks are complete ("X") events on
+their thread's track, copies and casts have a track each, device memory is a counter per device.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pandas as pd
+
+from openreg_lab import theme
+
+# Tracks of the Chrome trace: ops on their thread's track, copies, casts and memory on their own.
+_COPY_TRACK = 1_000_000
+_CAST_TRACK = 1_000_001
+
+
+def write(path: str | os.PathLike[str], ev: pd.DataFrame, threads: dict[int, int]) -> None:
+    """Write the events ``ev`` (``Trace.events``) in the Trace Event format (JSON).
+
+    ``threads`` maps the trace's thread indices to OS thread ids (``Trace.columns.threads``).
+
+    Ops, backward nodes and fallbacks are complete ("X") events on their thread's track; copies
+    and casts have a track each; device memory is a counter per device. Each event's ``args`` carry
+    its kernel, dispatch path, bytes, shapes and dtypes.
+    """
+    pid = os.getpid()
+    out: list[dict[str, Any]] = []
+    for thread in sorted(threads):
+        out.append(_meta(pid, thread, f"openreg thread {thread} (tid {threads[thread]})"))
+    out.append(_meta(pid, _COPY_TRACK, "copies"))
+    out.append(_meta(pid, _CAST_TRACK, "autocast casts"))
+    for row in ev.itertuples(index=False):
+        ts = row.start_ns / 1000.0
+        if row.kind in ("alloc", "free"):
+            out.append(
+                {"name": f"memory {row.device}", "ph": "C", "ts": ts, "pid": pid,
+                 "args": {"allocated bytes": int(row.total)}}
+            )  # fmt: skip
+            continue
+        if row.kind == "mark":
+            out.append({"name": row.name, "ph": "i", "s": "g", "ts": ts, "pid": pid, "tid": row.thread})
+            continue
+        tid = {"copy": _COPY_TRACK, "cast": _CAST_TRACK}.get(row.kind, int(row.thread))
+        colour = _cname(row.kind, row.kernel, row.name)
+        args: dict[str, Any] = {"id": int(row.id), "parent": int(row.parent)}
+        for key in ("kernel", "dispatch", "device", "src", "dst", "from_dtype", "to_dtype", "source",
+                    "argument"):  # fmt: skip
+            value = getattr(row, key)
+            if value is not None:
+                args[key] = value
+        if row.bytes:
+            args["bytes"] = int(row.bytes)
+        if row.shapes is not None:
+            args["shapes"] = row.shapes
+            args["dtypes"] = row.dtypes
+        if row.seq >= 0:
+            args["seq"] = int(row.seq)
+        out.append(
+            {"name": row.name, "cat": row.kind, "ph": "X", "ts": ts, "dur": row.dur_ns / 1000.0,
+             "pid": pid, "tid": tid, "args": args, **({"cname": colour} if colour else {})}
+        )  # fmt: skip
+    with open(path, "w") as f:
+        json.dump({"traceEvents": out, "displayTimeUnit": "ns"}, f)
+
+
+def _meta(pid: int, tid: int, name: str) -> dict[str, Any]:
+    return {"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}
+
+
+def _cname(kind: str, kernel: str | None, name: str) -> str | None:
+    """The Chrome colour name of an event, from the one theme (``openreg_lab.theme``)."""
+    if kind == "copy":
+        return theme.CHROME_CNAMES.get(name)
+    if kind in ("cast", "backward"):
+        return theme.CHROME_CNAMES[kind]
+    if kind == "fallback":
+        return theme.CHROME_CNAMES["fallback"]
+    return theme.CHROME_CNAMES.get(kernel or "")

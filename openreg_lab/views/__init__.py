@@ -1,0 +1,1 @@
+"""The views layer: widgets and static HTML drawn from the recording and dispatch tables."""

@@ -1,0 +1,307 @@
+"""Level of detail for the timeline: what to draw of a trace at a given zoom, in bounded size.
+
+Note [Timeline level of detail]
+A million events cannot go to the browser. As Perfetto does, the timeline is a pyramid computed
+once in Python: level 0 is every slice; each coarser level cuts time into buckets four times wider
+and keeps, per row (a thread's nesting depth, or a copy / cast lane) and bucket, the longest slice
+together with the number of slices it stands for. A query for a window and a width in pixels takes
+the coarsest level whose buckets are at most half a pixel wide (about two items per pixel) and the
+items overlapping the window; when the window holds few enough real slices it sends them all. The
+``count`` column keeps every slice accounted for: the counts of a query's items sum to the number
+of slices in the window, at every level. Counters (device memory) keep min / max / last per bucket.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from openreg_lab import theme
+
+#: Buckets of the coarsest level (the whole trace at about two items per pixel of a wide plot).
+TOP_BUCKETS = 2048
+#: A window with at most this many real slices is sent as it is, whatever the zoom.
+RAW_LIMIT = 12_000
+#: Colour codes of the slices: index into ``PALETTE``.
+COLOR_KEYS = (
+    "native", "fallback", "composite", "generic", "other", "backward", "H2D", "D2H", "D2D", "cast",
+)  # fmt: skip
+PALETTE = [
+    *(theme.KERNEL_COLORS[k] for k in ("native", "fallback", "composite", "generic")),
+    theme.OTHER_COLOR,
+    theme.BACKWARD_COLOR,
+    *(theme.COPY_COLORS[d] for d in ("H2D", "D2H", "D2D")),
+    theme.CAST_COLOR,
+]
+_SLICE_KINDS = ("op", "backward", "fallback")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of the timeline: a nesting depth of a thread's lane, or a copy / cast lane."""
+
+    lane: str  #: "thread 0", "copies H2D", "casts"
+    depth: int
+
+
+@dataclass
+class Level:
+    """One level of the pyramid: items sorted by (row, start), with per-row offsets."""
+
+    bucket_ns: float  #: 0 for level 0 (every slice)
+    start: np.ndarray  #: int64 ns from the trace's start
+    dur: np.ndarray  #: int64 ns
+    row: np.ndarray  #: int32
+    event: np.ndarray  #: int64 event id of the item (the longest slice of its bucket)
+    count: np.ndarray  #: int64 slices the item stands for
+    offsets: np.ndarray  #: offsets[r]:offsets[r + 1] are row r's items
+    max_dur: np.ndarray  #: per row, the longest item (to find items that began before a window)
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+@dataclass
+class Counter:
+    """A counter lane: device memory allocated over time."""
+
+    device: str
+    time: np.ndarray  #: int64 ns
+    value: np.ndarray  #: int64 bytes
+    event: np.ndarray  #: int64 event id of each change (an alloc or free)
+
+
+@dataclass
+class Query:
+    """What a window shows: items (possibly aggregated), counters and how they were chosen."""
+
+    t0: float
+    t1: float
+    level: int  #: -1: real slices; otherwise the pyramid level
+    bucket_ns: float
+    start: np.ndarray
+    dur: np.ndarray
+    row: np.ndarray
+    event: np.ndarray
+    count: np.ndarray
+    counters: list[dict[str, np.ndarray | str]]
+
+    @property
+    def aggregated(self) -> bool:
+        """True when some items stand for more than one slice."""
+        return bool(len(self.count) and int(self.count.max()) > 1)
+
+
+class Pyramid:
+    """The timeline's rows, slices, counters and marks of one events table, with its LOD levels."""
+
+    def __init__(self, events: pd.DataFrame) -> None:
+        kind = events["kind"].to_numpy()
+        n = len(events)
+        start = events["start_ns"].to_numpy().astype(np.int64)
+        dur = events["dur_ns"].to_numpy().astype(np.int64)
+        self.span = int((start + np.maximum(dur, 0)).max()) if n else 0
+        # A slice still running when the trace ended (dur -1) is drawn to the end of the trace.
+        dur = np.where(dur < 0, np.maximum(self.span - start, 0), dur)
+        parent = events["parent"].to_numpy().astype(np.int64)
+        is_slice = np.isin(kind, _SLICE_KINDS)
+        depth = _depth(parent, is_slice)
+        thread = events["thread"].to_numpy().astype(np.int64)
+        names = events["name"].to_numpy()
+        rows: list[Row] = []
+        row_of = np.full(n, -1, dtype=np.int64)
+        for t in np.unique(thread[is_slice]):
+            mine = is_slice & (thread == t)
+            for d in range(int(depth[mine].max()) + 1):
+                row_of[mine & (depth == d)] = len(rows)
+                rows.append(Row(f"thread {int(t)}", d))
+        is_copy = kind == "copy"
+        for direction in ("H2D", "D2H", "D2D"):
+            mine = is_copy & (names == direction)
+            if mine.any():
+                row_of[mine] = len(rows)
+                rows.append(Row(f"copies {direction}", 0))
+        is_cast = kind == "cast"
+        if is_cast.any():
+            row_of[is_cast] = len(rows)
+            rows.append(Row("casts", 0))
+        self.rows = rows
+        self.color = _colors(kind, events["kernel"].to_numpy(), names)
+        drawn = np.flatnonzero(row_of >= 0)
+        order = drawn[np.lexsort((start[drawn], row_of[drawn]))]
+        self.slice_count = len(order)
+        self.levels = [
+            _level(
+                0.0, start[order], dur[order], row_of[order], order, np.ones(len(order), np.int64), len(rows)
+            )
+        ]
+        self._build_levels(len(rows))
+        self.counters = _counters(events, kind)
+        is_mark = kind == "mark"
+        self.marks = list(zip(start[is_mark].tolist(), names[is_mark].tolist(), strict=True))
+
+    def _build_levels(self, nrows: int) -> None:
+        raw = self.levels[0]
+        if len(raw) <= RAW_LIMIT or self.span <= 0:
+            return
+        top = self.span / TOP_BUCKETS
+        levels_needed = max(1, int(np.ceil(np.log(len(raw) / TOP_BUCKETS) / np.log(4))) + 1)
+        bucket = max(top / 4 ** (levels_needed - 1), 1.0)
+        prev = raw
+        while True:
+            lvl = _coarsen(prev, bucket, nrows)
+            if len(lvl) < len(prev):
+                self.levels.append(lvl)
+                prev = lvl
+            if bucket >= top:
+                return
+            bucket *= 4
+
+    def query(self, t0: float, t1: float, px: int) -> Query:
+        """The items to draw for the window ``[t0, t1)`` ns at ``px`` pixels of width."""
+        t1 = max(t1, t0 + 1)
+        px = max(int(px), 50)
+        target = (t1 - t0) / (2 * px)
+        raw = self.levels[0]
+        choice = 0
+        if _in_window_count(raw, t0, t1) > RAW_LIMIT:
+            for i, lvl in enumerate(self.levels[1:], start=1):
+                if lvl.bucket_ns <= target:
+                    choice = i
+            if choice == 0 and len(self.levels) > 1:
+                choice = 1  # zoomed in further than the finest level, but too many slices: keep bounded
+        lvl = self.levels[choice]
+        idx = _window(lvl, t0, t1)
+        return Query(
+            t0,
+            t1,
+            -1 if choice == 0 else choice,
+            lvl.bucket_ns,
+            lvl.start[idx],
+            lvl.dur[idx],
+            lvl.row[idx],
+            lvl.event[idx],
+            lvl.count[idx],
+            [_counter_window(c, t0, t1, px) for c in self.counters],
+        )
+
+    def slices_in(self, t0: float, t1: float) -> int:
+        """The number of real slices overlapping ``[t0, t1)``."""
+        return _in_window_count(self.levels[0], t0, t1)
+
+
+def _depth(parent: np.ndarray, is_slice: np.ndarray) -> np.ndarray:
+    """Each event's number of slice ancestors (an op inside an op is one deeper)."""
+    depth = np.zeros(len(parent), dtype=np.int64)
+    up = parent.copy()
+    while True:
+        live = up >= 0
+        if not live.any():
+            return depth
+        depth[live] += is_slice[up[live]]
+        up[live] = parent[up[live]]
+
+
+def _colors(kind: np.ndarray, kernel: np.ndarray, names: np.ndarray) -> np.ndarray:
+    code = {k: i for i, k in enumerate(COLOR_KEYS)}
+    out = np.full(len(kind), code["other"], dtype=np.uint8)
+    for k in ("native", "fallback", "composite", "generic"):
+        out[(kind == "op") & (kernel == k)] = code[k]
+    out[kind == "fallback"] = code["fallback"]
+    out[kind == "backward"] = code["backward"]
+    for d in ("H2D", "D2H", "D2D"):
+        out[(kind == "copy") & (names == d)] = code[d]
+    out[kind == "cast"] = code["cast"]
+    return out
+
+
+def _level(
+    bucket: float,
+    start: np.ndarray,
+    dur: np.ndarray,
+    row: np.ndarray,
+    event: np.ndarray,
+    count: np.ndarray,
+    nrows: int,
+) -> Level:
+    offsets = np.searchsorted(row, np.arange(nrows + 1), side="left")
+    max_dur = np.zeros(nrows, dtype=np.int64)
+    if len(dur):
+        np.maximum.at(max_dur, row, dur)
+    return Level(bucket, start, dur, row.astype(np.int32), event, count, offsets, max_dur)
+
+
+def _coarsen(prev: Level, bucket: float, nrows: int) -> Level:
+    """Per row and bucket of width ``bucket``, the longest item of ``prev``, counting what it absorbs."""
+    b = (prev.start // bucket).astype(np.int64)
+    key_change = np.ones(len(b), dtype=bool)
+    key_change[1:] = (b[1:] != b[:-1]) | (prev.row[1:] != prev.row[:-1])
+    group = np.cumsum(key_change) - 1
+    # Longest item of each group: sort by (group, dur) and take each group's last.
+    order = np.lexsort((prev.dur, group))
+    last = np.flatnonzero(np.r_[group[order][1:] != group[order][:-1], True])
+    pick = order[last]
+    counts = np.add.reduceat(prev.count, np.flatnonzero(key_change))
+    return _level(bucket, prev.start[pick], prev.dur[pick], prev.row[pick], prev.event[pick], counts, nrows)
+
+
+def _window(lvl: Level, t0: float, t1: float) -> np.ndarray:
+    """Indices of ``lvl``'s items overlapping ``[t0, t1)``."""
+    parts = []
+    for r in range(len(lvl.offsets) - 1):
+        a, b = int(lvl.offsets[r]), int(lvl.offsets[r + 1])
+        if a == b:
+            continue
+        s = lvl.start[a:b]
+        lo = a + int(np.searchsorted(s, t0 - lvl.max_dur[r], side="left"))
+        hi = a + int(np.searchsorted(s, t1, side="left"))
+        if hi > lo:
+            cand = np.arange(lo, hi)
+            keep = lvl.start[cand] + np.maximum(lvl.dur[cand], 1) > t0
+            parts.append(cand[keep])
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _in_window_count(lvl: Level, t0: float, t1: float) -> int:
+    return int(lvl.count[_window(lvl, t0, t1)].sum())
+
+
+def _counters(events: pd.DataFrame, kind: np.ndarray) -> list[Counter]:
+    mem = np.flatnonzero((kind == "alloc") | (kind == "free"))
+    out = []
+    device = events["device"].to_numpy()[mem]
+    for dev in sorted({d for d in device if isinstance(d, str)}):
+        idx = mem[device == dev]
+        out.append(
+            Counter(
+                dev,
+                events["start_ns"].to_numpy()[idx].astype(np.int64),
+                events["total"].to_numpy()[idx].astype(np.int64),
+                idx.astype(np.int64),
+            )
+        )
+    return out
+
+
+def _counter_window(c: Counter, t0: float, t1: float, px: int) -> dict[str, np.ndarray | str]:
+    """The counter's points in the window (from the last change before it), min/max/last per bucket
+    when there are more than two per pixel."""
+    lo = max(int(np.searchsorted(c.time, t0, side="right")) - 1, 0)
+    hi = int(np.searchsorted(c.time, t1, side="right"))
+    t, v, ev = c.time[lo:hi], c.value[lo:hi], c.event[lo:hi]
+    if len(t) <= 2 * px:
+        return {"device": c.device, "t": t, "min": v, "max": v, "last": v, "event": ev}
+    width = (t1 - t0) / (2 * px)
+    b = ((t - t0) // width).astype(np.int64)
+    first = np.flatnonzero(np.r_[True, b[1:] != b[:-1]])
+    last = np.r_[first[1:] - 1, len(b) - 1]
+    return {
+        "device": c.device,
+        "t": t[first],
+        "min": np.minimum.reduceat(v, first),
+        "max": np.maximum.reduceat(v, first),
+        "last": v[last],
+        "event": ev[last],
+    }

@@ -1,0 +1,105 @@
+"""The Python package keeps the layers of csrc/: imports point down only, and there are no cycles."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import openreg_lab
+
+PACKAGE = Path(openreg_lab.__file__).parent
+
+# Lower numbers are lower layers. A module may import its own layer and the ones below.
+LAYERS = {"_C": 0, "theme": 0, "device": 1, "recording": 2, "dispatch": 3, "views": 4}
+TOP = 5  # the package's __init__, the command line, the examples, plugins
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every ``openreg_lab...`` module ``path`` imports, at any depth of its code."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("openreg_lab")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("openreg_lab"):
+            # `from pkg import submodule` imports the submodule; `from pkg import name`, the package.
+            for a in node.names:
+                sub = f"{node.module}.{a.name}"
+                out.add(sub if sub in MODULES else node.module)
+    return out
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return TOP
+    return LAYERS.get(parts[1], TOP)
+
+
+MODULES = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _graph() -> dict[str, set[str]]:
+    return {m: {i for i in _imports(p) if i in MODULES and i != m} for m, p in MODULES.items()}
+
+
+def test_the_layers_are_packages():
+    for layer in ("device", "recording", "dispatch", "views"):
+        assert (PACKAGE / layer / "__init__.py").exists()
+    # The function openreg_lab.trace is not hidden by (and does not hide) a module of that name.
+    assert not (PACKAGE / "trace.py").exists() and not (PACKAGE / "trace").exists()
+    assert callable(openreg_lab.trace) and callable(openreg_lab.coverage) and callable(openreg_lab.explain)
+
+
+def _upward(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted(
+        (m, i)
+        for m, deps in graph.items()
+        for i in deps
+        if "openreg_lab" not in (m, i) and _layer(i) > _layer(m)
+    )
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    # The package re-exports everything; nothing below it imports it.
+    graph = {m: deps - {"openreg_lab"} for m, deps in graph.items() if m != "openreg_lab"}
+    state: dict[str, int] = {}
+    found: list[list[str]] = []
+
+    def visit(m: str, stack: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(graph.get(m, ())):
+            if state.get(d) == 1:
+                found.append([*stack[stack.index(d) :], d])
+            elif d not in state:
+                visit(d, [*stack, d])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    return found
+
+
+def test_imports_point_down_only():
+    assert _upward(_graph()) == []
+
+
+def test_there_are_no_import_cycles():
+    assert _cycles(_graph()) == []
+
+
+def test_the_checks_see_a_cycle_and_an_upward_import():
+    # The checks above are only worth something if they can fail.
+    bad = {
+        "openreg_lab.recording.a": {"openreg_lab.views.b"},
+        "openreg_lab.views.b": {"openreg_lab.recording.a"},
+    }
+    assert _upward(bad) == [("openreg_lab.recording.a", "openreg_lab.views.b")]
+    assert _cycles(bad) == [["openreg_lab.recording.a", "openreg_lab.views.b", "openreg_lab.recording.a"]]
