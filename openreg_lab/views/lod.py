@@ -172,12 +172,16 @@ class Pyramid:
                     choice = i
             if choice == 0 and len(self.levels) > 1:
                 choice = 1  # zoomed in further than the finest level, but too many slices: keep bounded
-        lvl = self.levels[choice]
+        return self.query_level(choice, t0, t1, px)
+
+    def query_level(self, level: int, t0: float, t1: float, px: int = 1000) -> Query:
+        """The items of pyramid level ``level`` (0: every slice) overlapping ``[t0, t1)``."""
+        lvl = self.levels[level]
         idx = _window(lvl, t0, t1)
         return Query(
             t0,
             t1,
-            -1 if choice == 0 else choice,
+            -1 if level == 0 else level,
             lvl.bucket_ns,
             lvl.start[idx],
             lvl.dur[idx],

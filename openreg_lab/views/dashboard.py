@@ -1,0 +1,206 @@
+"""The trace dashboard (``Trace.show()``): timeline, op table, details, fallbacks, dispatch flow,
+copies and casts, memory; one ``Selection`` that every panel follows.
+
+Clicking a slice on the timeline or a row of the op table selects that op everywhere: the table
+filters to its name, the details panel shows its dispatch path, children and source, the timeline
+outlines it. Clicking a band of the dispatch flow (or picking it in the list beside it) filters the
+op table to the calls that went that way.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import ipywidgets as w
+import pandas as pd
+import traitlets
+
+from openreg_lab import theme
+from openreg_lab.views import charts, static, tables
+from openreg_lab.views.details import details_html
+from openreg_lab.views.lod import Pyramid
+from openreg_lab.views.table import Column, Table
+from openreg_lab.views.timeline import Timeline
+
+OP_COLUMNS = [
+    Column("name", "op"),
+    Column("device", "device"),
+    Column("kernel", "ran", color=True, title="the kernel kind most of its calls ran"),
+    Column("calls", "calls", "int"),
+    Column("fallback", "fell back", "int"),
+    Column("total_ns", "total", "ns"),
+    Column("self_ns", "self", "ns"),
+    Column("bytes_copied", "copied", "bytes"),
+    Column("path", "dispatch path"),
+]
+CHARTS = ("Fallbacks", "Dispatch flow", "Copies & casts", "Memory")
+
+
+class Selection(traitlets.HasTraits):
+    """What the user picked; every panel of a dashboard observes it."""
+
+    event = traitlets.Int(-1)  #: the selected event's id, -1 for none
+    name = traitlets.Unicode("")  #: the selected op's name
+    flow = traitlets.Any(None)  #: a dispatch-flow link ``(source, target)``, or None
+
+
+class Dashboard(w.VBox):
+    """The dashboard of one trace, from its events table (``Trace.events``)."""
+
+    def __init__(self, events: pd.DataFrame, *, dropped: int = 0, capacity: int | None = None) -> None:
+        self.events = events
+        self.dropped = dropped
+        self.capacity = capacity
+        self.pyramid = Pyramid(events)
+        self.selection = Selection()
+        self.ops = tables.op_table(events)
+        self.flows = tables.dispatch_flows(events)
+        self.fallbacks = tables.fallback_costs(events)
+        self.header = w.HTML(static.header_html(events, dropped=dropped, capacity=capacity))
+        self.timeline = Timeline(events, self.pyramid, layout=w.Layout(width="100%"))
+        devices = sorted(d for d in self.ops["device"].unique() if d != "-")
+        self.table = Table(
+            self.ops,
+            OP_COLUMNS,
+            key=lambda r: f"{r['name']}|{r['device']}",
+            filter=lambda f, **kw: tables.filter_ops(f, **kw),
+            kernels=tables.KERNEL_KINDS,
+            devices=devices,
+            sort=("total_ns", False),
+        )
+        self.details = w.HTML(details_html(None), layout=w.Layout(width="40%", overflow="auto", max_height="420px"))
+        self.details.add_class("openreg-details")
+        self.chart_tabs = w.ToggleButtons(options=CHARTS, value=CHARTS[0], style={"button_width": "120px"})
+        self.weight = w.ToggleButtons(options=["calls", "time"], value="calls", style={"button_width": "60px"})
+        self.weight.tooltips = ["Sankey weighted by number of calls", "Sankey weighted by time"]
+        self.flow_pick = w.Dropdown(
+            options=[("filter the op table by a flow…", None)]
+            + [(f"{s} → {t} ({c:,} calls)", (s, t)) for s, t, c in self.flows[["source", "target", "calls"]].itertuples(index=False)],
+            layout=w.Layout(width="420px"),
+        )  # fmt: skip
+        self.savings = w.HTML(f"<div class='openreg-savings'>{html.escape(tables.savings_sentence(events))}</div>")
+        self.figure = _figure_widget()
+        self.figure.add_class("openreg-chart")
+        self._show_chart(CHARTS[0])
+        self._wire()
+        top = w.HBox([self.table, self.details], layout=w.Layout(width="100%"))
+        controls = w.HBox([self.chart_tabs, self.weight, self.flow_pick])
+        super().__init__([self.header, self.timeline, top, controls, self.savings, self.figure])
+        self.add_class("openreg-dashboard")
+
+    # -- linking ----------------------------------------------------------------
+    def _wire(self) -> None:
+        self.timeline.observe(lambda c: self.select_event(c["new"]), "selected")
+        self.table.observe(self._row_clicked, "selected_key")
+        self.chart_tabs.observe(lambda c: self._show_chart(c["new"]), "value")
+        self.weight.observe(lambda c: self._show_chart(self.chart_tabs.value), "value")
+        self.flow_pick.observe(lambda c: self.select_flow(c["new"]), "value")
+        self.selection.observe(self._selection_changed, ["event", "flow"])
+
+    def select_event(self, event_id: int) -> None:
+        """Select the event ``event_id`` (an op, backward node, copy ...) everywhere."""
+        if event_id < 0 or event_id >= len(self.events):
+            return
+        self.selection.name = str(self.events["name"].iat[event_id])
+        self.selection.event = int(event_id)
+
+    def select_op(self, name: str, device: str | None = None) -> None:
+        """Select the longest call of the op ``name`` (what a click on its table row does)."""
+        self.select_event(tables.representative(self.events, name, device))
+
+    def select_flow(self, flow: tuple[str, str] | None) -> None:
+        """Filter the op table to calls whose dispatch went along ``flow`` (None: clear)."""
+        self.selection.flow = tuple(flow) if flow is not None else None
+
+    def _row_clicked(self, change: dict[str, Any]) -> None:
+        if not change["new"]:
+            return
+        name, _, device = change["new"].partition("|")
+        self.select_op(name, device)
+
+    def _selection_changed(self, change: dict[str, Any]) -> None:
+        if change["name"] == "flow":
+            flow = self.selection.flow
+            if flow is not None:
+                self.table.name_filter = ""  # a flow spans many ops: show them all
+            self.table.set_flow(flow, " → ".join(flow) if flow else "")
+            return
+        i = self.selection.event
+        d = tables.details(self.events, i)
+        note = ""
+        if d["kind"] == "op":
+            calls = int((self.events["name"] == d["name"]).sum())
+            note = f"one of {calls} calls of this op" if calls > 1 else ""
+        self.details.value = details_html(d, note)
+        self.timeline.highlight = d["name"] if d["kind"] == "op" else ""
+        if self.timeline.selected != i:
+            self.timeline.selected = i
+        if d["kind"] == "op":
+            self.table.name_filter = "=" + d["name"]
+
+    # -- charts -------------------------------------------------------------------
+    def figure_for(self, chart: str) -> Any:
+        """The plotly figure of one of ``CHARTS`` (what the chart area shows when it is picked)."""
+        if chart == "Fallbacks":
+            return charts.fallbacks(self.fallbacks)
+        if chart == "Dispatch flow":
+            return charts.dispatch_flow(self.flows, self.weight.value)
+        if chart == "Copies & casts":
+            return charts.copies_and_casts(self.events)
+        if chart == "Memory":
+            return charts.memory(self.events, self.pyramid)
+        raise ValueError(f"no chart named {chart!r}; the charts are {', '.join(CHARTS)}")
+
+    def _show_chart(self, chart: str) -> None:
+        fig = self.figure_for(chart)
+        self.weight.layout.display = "" if chart == "Dispatch flow" else "none"
+        self.flow_pick.layout.display = "" if chart == "Dispatch flow" else "none"
+        self.savings.layout.display = "" if chart == "Fallbacks" else "none"
+        with self.figure.batch_update():
+            self.figure.data = []
+            self.figure.layout = fig.layout
+            self.figure.add_traces(list(fig.data))
+        trace = self.figure.data[0] if self.figure.data else None
+        if chart == "Dispatch flow" and trace is not None:
+            trace.on_click(self._sankey_clicked)
+        elif chart == "Fallbacks":
+            for t in self.figure.data:
+                t.on_click(self._fallback_clicked)
+
+    def _sankey_clicked(self, trace: Any, points: Any, state: Any) -> None:
+        for i in points.point_inds:
+            if 0 <= i < len(self.flows):
+                row = self.flows.iloc[i]
+                self.select_flow((row["source"], row["target"]))
+                return
+
+    def _fallback_clicked(self, trace: Any, points: Any, state: Any) -> None:
+        shown = self.fallbacks.head(charts.TOP_FALLBACKS).iloc[::-1].reset_index(drop=True)
+        for i in points.point_inds:
+            name = shown["name"].iat[i]
+            fb = self.events[(self.events["kind"] == "fallback") & (self.events["name"] == name)]
+            if len(fb):
+                longest = fb.loc[fb["dur_ns"].idxmax()]
+                self.select_event(int(longest["parent"]) if longest["parent"] >= 0 else int(longest["id"]))
+            return
+
+    # -- display ------------------------------------------------------------------
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        bundle = super()._repr_mimebundle_(**kwargs) or {}
+        bundle["text/html"] = static.dashboard_html(self.events, dropped=self.dropped, capacity=self.capacity)
+        bundle["text/plain"] = static.one_line(self.events, self.dropped)
+        return bundle
+
+
+def _figure_widget() -> Any:
+    import plotly.graph_objects as go  # FigureWidget pulls in anywidget's plotly bundle: only when drawn
+
+    fw = go.FigureWidget()
+    fw.layout = theme.plotly_layout()
+    return fw
+
+
+def dashboard(trace: Any) -> Dashboard:
+    """The dashboard of a ``Trace`` (what ``Trace.show()`` returns)."""
+    return Dashboard(trace.events, dropped=trace.dropped, capacity=trace.capacity)

@@ -1,0 +1,202 @@
+"""The HTML report (``Trace.to_html``): one self-contained file that works offline and needs no server.
+
+It holds plotly.js once (inline, no CDN), the timeline's JavaScript with precomputed levels of
+detail (Note [Timeline level of detail]: zooming works without a kernel down to the finest level
+kept, whose size is bounded), the dashboard's charts, the static tables, the coverage of the ops
+that ran and a header saying what was run. Events are aggregated, never embedded one by one, so
+a million-event trace makes a report of bounded size; the report says so.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from openreg_lab.views import charts, static, tables
+from openreg_lab.views.lod import Pyramid
+from openreg_lab.views.timeline import COLOR_NAMES, PALETTE, marks_of, payload, rows_of
+
+#: The report keeps pyramid levels of the timeline while their items stay under this many in all.
+MAX_TIMELINE_ITEMS = 60_000
+
+
+def report_html(
+    events: pd.DataFrame,
+    *,
+    title: str | None = None,
+    run_info: Mapping[str, str] | None = None,
+    dropped: int = 0,
+    capacity: int | None = None,
+    coverage: pd.DataFrame | None = None,
+) -> str:
+    """The report as one HTML string (see the module's docstring)."""
+    import plotly.io as pio
+    import plotly.offline
+
+    pyramid = Pyramid(events)
+    title = title or "openreg-lab trace report"
+    info = {
+        "torch": torch.__version__,
+        "events": f"{len(events):,}",
+        "dropped events": f"{dropped:,}" + (" (totals miss them)" if dropped else ""),
+        **dict(run_info or {}),
+    }
+    figs = [
+        ("Fallbacks", charts.fallbacks(tables.fallback_costs(events))),
+        ("Dispatch flow", charts.dispatch_flow(tables.dispatch_flows(events))),
+        ("Copies and casts", charts.copies_and_casts(events)),
+        ("Memory", charts.memory(events, pyramid)),
+    ]
+    chart_html = []
+    for i, (name, fig) in enumerate(figs):
+        div = pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=f"chart{i}")
+        chart_html.append(f"<section><h2>{html.escape(name)}</h2>{div}</section>")
+        if name == "Fallbacks":
+            chart_html.append(static.fallback_bars_html(tables.fallback_costs(events), tables.savings_sentence(events)))
+    levels, kept = _timeline_levels(pyramid, events)
+    model = {
+        "rows": rows_of(pyramid),
+        "palette": PALETTE,
+        "color_names": COLOR_NAMES,
+        "memory_color": "#264653",
+        "mark_color": "#d62828",
+        "marks": marks_of(pyramid),
+        "span_ns": float(max(pyramid.span, 1)),
+        "view": [0.0, float(max(pyramid.span, 1))],
+        "width": 900,
+        "data": {},
+        "levels": levels,
+        "selected": -1,
+        "highlight": "",
+    }
+    js = Path(__file__).with_name("timeline.js").read_text()
+    plotly_js = plotly.offline.get_plotlyjs()
+    ops = tables.op_table(events)
+    cov = ""
+    if coverage is not None:
+        ran = coverage[coverage["hits"] > 0].sort_values("time_ns", ascending=False)
+        cov = "<section><h2>Coverage of the ops that ran</h2>" + static.table_html(
+            ran,
+            [("name", "op", "text"), ("resolution", "resolution", "text"), ("kernel", "kernel", "text"),
+             ("hits", "calls", "int"), ("time_ns", "time", "ns")],  # fmt: skip
+            max_rows=200,
+        ) + "</section>"
+    detail_note = (
+        f"The timeline keeps {kept:,} drawn items for {pyramid.slice_count:,} slices: events are aggregated "
+        "per time bucket and row (the longest slice of each is drawn); zoom in for finer levels."
+    )
+    info_rows = "".join(
+        f"<tr><th style='{static._TH}'>{html.escape(k)}</th><td style='{static._TD}'>{html.escape(str(v))}</td></tr>"
+        for k, v in info.items()
+    )
+    return f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>body{{font:13px system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:18px;color:#222}}
+h1{{font-size:20px}} h2{{font-size:15px;margin-top:22px}} section{{margin-bottom:12px}}</style>
+<script>{plotly_js}</script></head>
+<body><h1>{html.escape(title)}</h1>
+<table style="{static._TABLE}">{info_rows}</table>
+{static.header_html(events, dropped=dropped, capacity=capacity)}
+<section><h2>Timeline</h2><div id="timeline" style="width:100%"></div>
+<div style="color:#555">{html.escape(detail_note)}</div></section>
+<section><h2>Ops</h2>{static.table_html(ops, [("name", "op", "text"), ("device", "device", "text"),
+    ("kernel", "ran", "text"), ("calls", "calls", "int"), ("fallback", "fell back", "int"),
+    ("total_ns", "total", "ns"), ("self_ns", "self", "ns"), ("bytes_copied", "copied", "bytes"),
+    ("path", "dispatch path", "text")], max_rows=200)}</section>
+{"".join(chart_html)}
+<section><h2>Autocast casts</h2>{static.table_html(tables.cast_table(events), [("op", "op", "text"),
+    ("from_dtype", "from", "text"), ("to_dtype", "to", "text"), ("casts", "casts", "int"),
+    ("bytes", "bytes", "bytes"), ("cache_hits", "cache hits", "int")], max_rows=100)}</section>
+{cov}
+<script type="module">
+{_static_model_js()}
+const mod = await import(URL.createObjectURL(new Blob([{json.dumps(js)}], {{type: "text/javascript"}})));
+mod.default.render({{model: staticModel({json.dumps(model)}), el: document.getElementById("timeline")}});
+</script>
+</body></html>
+"""
+
+
+def _timeline_levels(pyramid: Pyramid, events: pd.DataFrame) -> tuple[list[dict[str, Any]], int]:
+    """Whole-trace payloads from the coarsest level down, while their items fit the budget."""
+    out: list[dict[str, Any]] = []
+    kept = 0
+    span = max(pyramid.span, 1)
+    for level in range(len(pyramid.levels) - 1, -1, -1):
+        lvl = pyramid.levels[level]
+        if out and kept + len(lvl) > MAX_TIMELINE_ITEMS:
+            break
+        q = pyramid.query_level(level, 0, span)
+        out.append(_base64(payload(pyramid, events, q)))
+        kept += len(q.start)
+    return out, kept
+
+
+def _base64(p: dict[str, Any]) -> dict[str, Any]:
+    def enc(v: Any) -> Any:
+        if isinstance(v, memoryview):
+            return {"b64": base64.b64encode(v.tobytes()).decode()}
+        if isinstance(v, list):
+            return [enc(x) for x in v]
+        if isinstance(v, dict):
+            return {k: enc(x) for k, x in v.items()}
+        if isinstance(v, np.generic):
+            return v.item()
+        return v
+
+    return enc(p)
+
+
+def _static_model_js() -> str:
+    """A stand-in for anywidget's model in a page with no kernel: traits in a dict, events local."""
+    return """
+function unb64(v) {
+  if (v && typeof v === "object" && "b64" in v) {
+    const s = atob(v.b64); const a = new Uint8Array(s.length);
+    for (let i = 0; i < s.length; i++) a[i] = s.charCodeAt(i);
+    return new DataView(a.buffer);
+  }
+  if (Array.isArray(v)) return v.map(unb64);
+  if (v && typeof v === "object") { const o = {}; for (const k in v) o[k] = unb64(v[k]); return o; }
+  return v;
+}
+function staticModel(state) {
+  state = unb64(state);
+  const handlers = {};
+  return {
+    get: (k) => state[k],
+    set: (k, v) => { state[k] = v; (handlers["change:" + k] || []).forEach((f) => f()); },
+    on: (name, f) => { (handlers[name] = handlers[name] || []).push(f); },
+    save_changes: () => {},
+  };
+}
+"""
+
+
+def write_report(
+    events: pd.DataFrame,
+    path: str,
+    *,
+    title: str | None = None,
+    run_info: Mapping[str, str] | None = None,
+    dropped: int = 0,
+    capacity: int | None = None,
+    coverage: pd.DataFrame | None = None,
+) -> None:
+    """Write ``report_html(...)`` to ``path``; a path that cannot be written raises ``OSError``
+    naming it."""
+    text = report_html(
+        events, title=title, run_info=run_info, dropped=dropped, capacity=capacity, coverage=coverage
+    )
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise OSError(f"cannot write the report to {path!r}: {e.strerror or e}") from None

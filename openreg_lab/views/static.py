@@ -1,0 +1,166 @@
+"""Views as static HTML that reads with no kernel and no JavaScript (nbviewer, nbconvert, GitHub,
+JupyterLab after the kernel is gone): tables, CSS bars and an SVG timeline, bounded in size.
+
+This is the ``text/html`` beside each live widget in its mimebundle. The report (``report.py``)
+adds interactive plotly charts on top of the same pieces.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from openreg_lab import theme
+from openreg_lab.views import tables
+from openreg_lab.views.lod import PALETTE, Pyramid
+
+#: Rows of a static table at most; the rest are counted.
+MAX_ROWS = 30
+_TABLE = "border-collapse:collapse;font:12px system-ui,sans-serif;margin:4px 0 10px 0"
+_TH = "text-align:left;background:#f4f5f7;padding:2px 6px;border-bottom:1px solid #ccc"
+_TD = "padding:2px 6px;border-bottom:1px solid #eee"
+
+
+def one_line(events: pd.DataFrame, dropped: int = 0) -> str:
+    """The ``text/plain`` of a trace view: event counts and what fell back."""
+    kinds = events["kind"].value_counts()
+    fb = int(kinds.get("fallback", 0))
+    lost = f", {dropped} DROPPED" if dropped else ""
+    return (
+        f"<openreg trace dashboard: {len(events)} events, {int(kinds.get('op', 0))} ops, "
+        f"{fb} fallback calls{lost}>"
+    )
+
+
+def header_html(events: pd.DataFrame, *, dropped: int = 0, capacity: int | None = None) -> str:
+    """The dashboard's first line: event counts by kind, span, and a red warning for dropped events."""
+    kinds = events["kind"].value_counts().to_dict()
+    span = tables._span(events)
+    counts = ", ".join(f"{n:,} {k}" for k, n in kinds.items())
+    warn = ""
+    if dropped:
+        warn = (
+            f"<div style='color:#b00020;font-weight:600'>{dropped:,} events were dropped: the trace holds at "
+            f"most {capacity or 0:,}. Totals below miss them; trace again with a larger capacity.</div>"
+        )
+    return (
+        f"<div style='font:13px system-ui,sans-serif'><b>openreg trace</b>: {len(events):,} events "
+        f"over {theme.format_ns(span)} ({html.escape(counts) or 'nothing recorded'})</div>{warn}"
+    )
+
+
+def table_html(frame: pd.DataFrame, columns: Sequence[tuple[str, str, str]], *, max_rows: int = MAX_ROWS) -> str:
+    """``frame`` as an HTML table of ``(key, label, fmt)`` columns; long tables say how many rows are cut."""
+    head = "".join(f"<th style='{_TH}'>{html.escape(label)}</th>" for _, label, _ in columns)
+    body = []
+    for r in frame.head(max_rows).itertuples(index=False):
+        row = r._asdict()
+        cells = "".join(f"<td style='{_TD}'>{html.escape(_fmt(row[k], f))}</td>" for k, _, f in columns)
+        body.append(f"<tr>{cells}</tr>")
+    more = ""
+    if len(frame) > max_rows:
+        more = f"<div style='color:#666'>… {len(frame) - max_rows:,} more rows (open the live view or the report)</div>"
+    return f"<table style='{_TABLE}'><tr>{head}</tr>{''.join(body)}</table>{more}"
+
+
+def _fmt(v: object, f: str) -> str:
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return ""
+    if f == "ns":
+        return theme.format_ns(float(v))  # type: ignore[arg-type]
+    if f == "bytes":
+        return theme.format_bytes(float(v))  # type: ignore[arg-type]
+    if f == "int":
+        return f"{int(v):,}"  # type: ignore[call-overload]
+    if f == "pct":
+        return f"{float(v):.1%}"  # type: ignore[arg-type]
+    if isinstance(v, (list, tuple)):
+        return ", ".join(map(str, v))
+    return str(v)
+
+
+def fallback_bars_html(fb: pd.DataFrame, sentence: str) -> str:
+    """Fallbacks as CSS stacked bars (copy to CPU, CPU compute, copy back) with bytes and sources."""
+    if fb.empty:
+        return f"<p>{html.escape(sentence)}</p>"
+    top = float(fb["total_ns"].max()) or 1.0
+    rows = [f"<p><b>{html.escape(sentence)}</b></p>"]
+    for r in fb.head(MAX_ROWS).itertuples(index=False):
+        segs = "".join(
+            f"<span title='{label}: {theme.format_ns(v)}' style='display:inline-block;height:12px;"
+            f"width:{max(v / top * 360, 0):.1f}px;background:{theme.FALLBACK_PART_COLORS[label]}'></span>"
+            for label, v in (("copy to CPU", r.copy_to_cpu_ns), ("CPU compute", r.cpu_ns), ("copy back", r.copy_back_ns))
+        )  # fmt: skip
+        src = html.escape(", ".join(r.sources) or "source unknown (trace with stack=True)")
+        rows.append(
+            f"<div style='font:12px system-ui,sans-serif;margin:2px 0'><code>{html.escape(r.name)}</code> "
+            f"{int(r.calls)} calls, {theme.format_ns(r.total_ns)}, {theme.format_bytes(r.bytes_to_cpu + r.bytes_back)} "
+            f"moved<br>{segs} <span style='color:#666'>{src}</span></div>"
+        )
+    legend = " ".join(
+        f"<span style='display:inline-block;width:10px;height:10px;background:{c}'></span> {k}"
+        for k, c in theme.FALLBACK_PART_COLORS.items()
+    )
+    return "".join(rows) + f"<div style='font:11px system-ui'>{legend}</div>"
+
+
+def timeline_svg(pyramid: Pyramid, width: int = 900) -> str:
+    """The whole trace's timeline at one level of detail, as SVG (at most ~2 items per pixel per row)."""
+    gutter, row_h = 110, 14
+    q = pyramid.query(0, max(pyramid.span, 1), width - gutter)
+    h = 18 + row_h * len(pyramid.rows)
+    span = max(pyramid.span, 1)
+    xs = gutter + q.start / span * (width - gutter)
+    ws = np.maximum(q.dur / span * (width - gutter), 0.6)
+    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{h}' style='font:10px sans-serif'>"]
+    for i, r in enumerate(pyramid.rows):
+        if r.depth == 0:
+            parts.append(f"<text x='2' y='{18 + i * row_h + 10}'>{html.escape(r.lane)}</text>")
+    colors = pyramid.color[q.event]
+    for x, wd, row, c in zip(xs.tolist(), ws.tolist(), q.row.tolist(), colors.tolist(), strict=True):
+        parts.append(f"<rect x='{x:.1f}' y='{18 + row * row_h + 1}' width='{wd:.1f}' height='{row_h - 2}' fill='{PALETTE[c]}'/>")
+    for t, name in pyramid.marks:
+        x = gutter + t / span * (width - gutter)
+        parts.append(f"<line x1='{x:.1f}' x2='{x:.1f}' y1='0' y2='{h}' stroke='{theme.MARK_COLOR}' stroke-dasharray='3 2'/>")
+        parts.append(f"<text x='{x + 2:.1f}' y='10' fill='{theme.MARK_COLOR}'>{html.escape(name)}</text>")
+    parts.append(f"<text x='{gutter}' y='10' fill='#555'>0</text><text x='{width - 60}' y='10' fill='#555'>{theme.format_ns(span)}</text>")
+    parts.append("</svg>")
+    note = ""
+    if q.aggregated:
+        note = (
+            f"<div style='color:#555;font:11px sans-serif'>Aggregated: {len(q.start):,} marks stand for "
+            f"{int(q.count.sum()):,} slices (the longest per {theme.format_ns(q.bucket_ns)} and row).</div>"
+        )
+    return "".join(parts) + note
+
+
+def dashboard_html(events: pd.DataFrame, *, dropped: int = 0, capacity: int | None = None) -> str:
+    """The dashboard without a kernel: header, timeline, op table, fallbacks, dispatch flow, casts, memory."""
+    pyramid = Pyramid(events)
+    ops = tables.op_table(events)
+    flows = tables.dispatch_flows(events)
+    casts = tables.cast_table(events)
+    peaks = tables.memory_peaks(events)
+    sections = [
+        header_html(events, dropped=dropped, capacity=capacity),
+        timeline_svg(pyramid),
+        "<h4>Ops</h4>",
+        table_html(ops, [("name", "op", "text"), ("device", "device", "text"), ("kernel", "ran", "text"),
+                         ("calls", "calls", "int"), ("total_ns", "total", "ns"), ("self_ns", "self", "ns"),
+                         ("bytes_copied", "copied", "bytes"), ("path", "dispatch path", "text")]),  # fmt: skip
+        "<h4>Fallbacks</h4>",
+        fallback_bars_html(tables.fallback_costs(events), tables.savings_sentence(events)),
+        "<h4>Dispatch flow</h4>",
+        table_html(flows, [("source", "from", "text"), ("target", "to", "text"), ("calls", "calls", "int"),
+                           ("time_ns", "time", "ns")]),  # fmt: skip
+        "<h4>Autocast casts</h4>",
+        table_html(casts, [("op", "op", "text"), ("from_dtype", "from", "text"), ("to_dtype", "to", "text"),
+                           ("casts", "casts", "int"), ("bytes", "bytes", "bytes"), ("cache_hits", "cache hits", "int")]),  # fmt: skip
+        "<h4>Memory</h4>",
+        table_html(peaks, [("device", "device", "text"), ("peak_bytes", "peak", "bytes"), ("t_ns", "at", "ns"),
+                           ("op", "allocated by", "text")]),  # fmt: skip
+    ]
+    return "<div class='openreg-static' style='font:12px system-ui,sans-serif'>" + "".join(sections) + "</div>"
