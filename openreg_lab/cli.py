@@ -7,7 +7,7 @@ import copy
 import torch
 
 import openreg_lab  # noqa: F401  (registers the device)
-from openreg_lab.models import mlp
+from openreg_lab.examples.models import mlp
 
 
 def demo(steps: int = 5) -> int:
