@@ -20,6 +20,7 @@ from openreg_lab.coverage import coverage
 from openreg_lab.explain import Explanation, explain
 from openreg_lab.export import load_trace
 from openreg_lab.fallback import fallback_policy, get_fallback_policy, set_fallback_policy
+from openreg_lab.from_cuda import CudaNotMappedError, from_cuda
 from openreg_lab.profiles import get_profile, profile_ops, set_profile, use_profile
 from openreg_lab.trace import Trace, TraceDroppedEventsWarning, trace
 
@@ -28,6 +29,7 @@ _register()
 __version__ = "0.1.0"
 
 __all__ = [
+    "CudaNotMappedError",
     "Explanation",
     "Trace",
     "TraceDroppedEventsWarning",
@@ -35,6 +37,7 @@ __all__ = [
     "coverage",
     "explain",
     "fallback_policy",
+    "from_cuda",
     "get_fallback_policy",
     "get_profile",
     "load_trace",
