@@ -61,6 +61,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         return int(args.handler(args))
     except UsageError as e:
         return usage_exit(f"{prog} {argv[0]}" if argv else prog, e)
+    except SystemExit as e:  # argparse: --help (0) or a bad argument (2); the message is printed
+        return e.code if isinstance(e.code, int) else 2
     except BrokenPipeError:  # `openreg-lab coverage | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
