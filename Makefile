@@ -3,8 +3,9 @@ PY := .venv/bin/python
 
 .PHONY: demo test setup lint test-asan
 
+# Train the example LM on openreg, traced: prints the top fallbacks and writes report.html.
 demo: setup
-	$(PY) -m openreg_lab demo
+	$(PY) -m openreg_lab run --stack --html report.html -m openreg_lab.examples.train_lm --steps 8
 
 test: setup lint
 	$(PY) -m pytest

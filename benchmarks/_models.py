@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from openreg_lab.models import mlp, transformer_block
+from openreg_lab.examples.models import mlp, transformer_block
 
 
 def _lm_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -24,6 +24,7 @@ from openreg_lab.dispatch.explain import Explanation, explain
 from openreg_lab.dispatch.fallback import fallback_policy, get_fallback_policy, set_fallback_policy
 from openreg_lab.dispatch.native import native_ops, native_ops_by_family, via_cpu_ops
 from openreg_lab.dispatch.profiles import get_profile, profile_ops, set_profile, use_profile
+from openreg_lab.device.from_cuda import CudaNotMappedError, from_cuda
 from openreg_lab.recording.session import Trace, TraceDroppedEventsWarning, load_trace, mark, trace
 
 _register()
@@ -33,6 +34,7 @@ from openreg_lab import views  # noqa: E402  (installs the trace renderer; impor
 __version__ = "0.1.0"
 
 __all__ = [
+    "CudaNotMappedError",
     "Explanation",
     "Trace",
     "TraceDroppedEventsWarning",
@@ -40,6 +42,7 @@ __all__ = [
     "coverage",
     "explain",
     "fallback_policy",
+    "from_cuda",
     "get_fallback_policy",
     "get_profile",
     "load_trace",

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import openreg_lab
-import openreg_lab.models
+import openreg_lab.examples.models
 from openreg_lab import _C
 
 CUDA_ONLY = {"aten::cudnn_convolution", "aten::cudnn_convolution_transpose"}
@@ -136,7 +136,7 @@ def test_cache_disabled():
 
 def test_mixed_precision_training_step_keeps_fp32_master_weights():
     torch.manual_seed(0)
-    model = openreg_lab.models.mlp().openreg()
+    model = openreg_lab.examples.models.mlp().openreg()
     x = torch.randn(16, 64, device="openreg")
     y = torch.randint(0, 10, (16,), device="openreg")
     with torch.autocast("openreg", dtype=torch.bfloat16):

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 import openreg_lab
-from openreg_lab.models import mlp, transformer_block
+from openreg_lab.examples.models import mlp, transformer_block
 
 aten = torch.ops.aten
 DEV = torch.device("openreg", 0)

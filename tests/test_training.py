@@ -5,7 +5,7 @@ import copy
 import pytest
 import torch
 
-from openreg_lab.models import mlp, transformer_block
+from openreg_lab.examples.models import mlp, transformer_block
 
 STEPS = 20
 

@@ -136,7 +136,10 @@ def trace(*, record_shapes: bool = False, stack: bool = False, capacity: int = D
 def _skip_prefixes() -> list[str]:
     """Files that are not the user's code, for ``stack=True``: torch and the standard library."""
     prefixes = [os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.__file__) + os.sep]
+    here = os.path.dirname(os.path.abspath(__file__))
     prefixes.append(os.path.abspath(__file__))
+    # --from-cuda translates device arguments in a TorchFunctionMode: its frame is not the user's.
+    prefixes.append(os.path.join(os.path.dirname(here), "device", "from_cuda.py"))
     purelib = sysconfig.get_paths().get("purelib")
     if purelib:
         prefixes.append(os.path.join(purelib, "torch") + os.sep)

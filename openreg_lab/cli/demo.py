@@ -1,13 +1,43 @@
-"""The commands behind ``python -m openreg_lab``."""
+"""``openreg-lab demo``: train the example MLP on openreg and on CPU side by side (parity check)."""
 
 from __future__ import annotations
 
+import argparse
 import copy
+from typing import Any
 
 import torch
 
 import openreg_lab  # noqa: F401  (registers the device)
-from openreg_lab.models import mlp
+from openreg_lab.cli._common import Parser, UsageError, positive_int
+from openreg_lab.examples.models import mlp
+
+EXAMPLES = """\
+examples:
+  openreg-lab demo
+  openreg-lab demo --steps 20
+
+Exit code 0 when every openreg loss matches CPU within 1e-5 relative, 1 otherwise.
+"""
+
+
+def add_parser(sub: Any) -> Parser:
+    """Add the ``demo`` command to the subparsers ``sub``."""
+    p: Parser = sub.add_parser(
+        "demo",
+        help="train the example MLP on openreg and on CPU side by side; check the losses match",
+        description=__doc__,
+        epilog=EXAMPLES,
+    )
+    p.add_argument(
+        "--steps", type=positive_int, default=5, help="training steps (default %(default)s; e.g. --steps 20)"
+    )
+    p.set_defaults(handler=_handle)
+    return p
+
+
+def _handle(args: argparse.Namespace) -> int:
+    return demo(steps=args.steps)
 
 
 def demo(steps: int = 5) -> int:
@@ -16,7 +46,7 @@ def demo(steps: int = 5) -> int:
     Returns 0 when the openreg losses match CPU within 1e-5 relative, 1 otherwise.
     """
     if steps < 1:
-        raise ValueError(f"--steps must be at least 1, got {steps}")
+        raise UsageError(f"--steps must be at least 1, got {steps}")
     torch.manual_seed(0)
     cpu_model = mlp()
     dev_model = copy.deepcopy(cpu_model).to("openreg")

@@ -1,0 +1,106 @@
+"""What the commands share: the parser class, usage errors, argument checks and terminal tables."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+#: Exit status for bad arguments (as argparse uses).
+USAGE = 2
+
+
+class UsageError(Exception):
+    """A bad argument found after parsing (a missing file, an unknown profile): one line, exit 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line on stderr (and exit status 2).
+
+    Epilogs are printed as written, so that each command's ``--help`` can end with examples.
+    """
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``prog: error: message (see --help)`` and exit with status 2."""
+        self.exit(USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def usage_exit(prog: str, error: UsageError) -> int:
+    """Print a ``UsageError`` as one line and return the usage exit status."""
+    message = " ".join(str(error).split())
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return USAGE
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def check_output(path: str | None, option: str) -> None:
+    """Raise ``UsageError`` unless ``path`` (the value of ``option``) can be written as a file.
+
+    Checked before any work is done, so that a long run does not end by failing to save.
+    """
+    if path is None:
+        return
+    if path == "":
+        raise UsageError(f"{option}: empty path")
+    if os.path.isdir(path):
+        raise UsageError(f"{option} {path}: is a directory")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise UsageError(f"{option} {path}: directory {directory} does not exist")
+    target = path if os.path.exists(path) else directory
+    if not os.access(target, os.W_OK):
+        raise UsageError(f"{option} {path}: not writable")
+
+
+def check_profile(profile: str | None) -> None:
+    """Raise ``UsageError`` unless ``profile`` names a built-in profile or a readable profile file."""
+    if profile is None:
+        return
+    import openreg_lab
+
+    try:
+        openreg_lab.profile_ops(profile)
+    except (ValueError, OSError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UsageError(f"--profile {profile}: {first}") from None
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]], right: Sequence[bool]) -> str:
+    """Align ``rows`` under ``headers`` in columns two spaces apart (``right``: right-align a column)."""
+    cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = []
+    for r in cells:
+        parts = [c.rjust(w) if ra else c.ljust(w) for c, w, ra in zip(r, widths, right, strict=True)]
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def human_bytes(n: float) -> str:
+    """``1536`` -> ``1.5 KiB``."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def ms(ns: float) -> str:
+    """Nanoseconds as milliseconds with two decimals."""
+    return f"{ns / 1e6:.2f}"

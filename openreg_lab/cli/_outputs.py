@@ -1,0 +1,64 @@
+"""Writing a trace's files (trace, Chrome trace, HTML report) and printing its terminal summary."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+import torch
+
+from openreg_lab.cli import _summary
+
+
+def run_info(trace: Any, extra: Mapping[str, str]) -> dict[str, str]:
+    """The HTML report's header: ``extra`` (what was run) and the environment and trace facts."""
+    import openreg_lab
+
+    info = dict(extra)
+    info.setdefault("torch", torch.__version__)
+    info.setdefault("openreg-lab", openreg_lab.__version__)
+    info.setdefault("devices", f"{torch.openreg.device_count()} openreg")
+    info.update({k: v for k, v in _summary.trace_facts(trace).items() if k not in info})
+    return info
+
+
+def write(
+    trace: Any,
+    extra: Mapping[str, str],
+    *,
+    html: str | None = None,
+    trace_path: str | None = None,
+    chrome: str | None = None,
+    title: str | None = None,
+) -> bool:
+    """Write the files asked for; print where each went, or one line why not. True if all were written."""
+    ok = True
+    jobs = [
+        ("trace", trace_path, lambda p: trace.save(p)),
+        ("Chrome trace", chrome, lambda p: trace.export_chrome_trace(p)),
+        ("report", html, lambda p: trace.to_html(p, title=title, run_info=run_info(trace, extra))),
+    ]
+    for what, path, job in jobs:
+        if path is None:
+            continue
+        try:
+            job(path)
+        except Exception as e:  # one failed output must not lose the others
+            first = str(e).splitlines()[0] if str(e) else ""
+            print(f"openreg-lab: could not write the {what} to {path}: {type(e).__name__}: {first}",
+                  file=sys.stderr)  # fmt: skip
+            ok = False
+            continue
+        print(f"openreg-lab: wrote the {what} to {os.path.abspath(path)}", file=sys.stderr)
+    return ok
+
+
+def print_summary(trace: Any, top: int, stream: TextIO | None = None) -> None:
+    """Print the totals and the top fallbacks of ``trace`` (on ``stream``, default stderr)."""
+    out = stream or sys.stderr
+    print(_summary.totals_table(trace), file=out)
+    print(file=out)
+    print(_summary.fallbacks_table(trace, top), file=out)
+    out.flush()

@@ -1,0 +1,280 @@
+"""``openreg-lab run``: run a script or module as Python would, on openreg, traced.
+
+Our options come before the script; everything after it is the script's (as with
+``python -m cProfile``). The script sees its own ``sys.argv``, runs as ``__main__`` with its
+directory as ``sys.path[0]``; its exit code is ours, and the partial trace and report are written
+even when it raises or is interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import inspect
+import os
+import runpy
+import shlex
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from contextlib import ExitStack
+from typing import Any
+
+from openreg_lab.cli._common import Parser, UsageError, check_output, check_profile, positive_int
+from openreg_lab.cli._progress import Progress
+
+EXAMPLES = """\
+examples:
+  openreg-lab run --html report.html train.py --epochs 1
+  openreg-lab run --trace run.trace --chrome run.json --profile mps --policy warn \\
+      --shapes --stack --from-cuda train.py --epochs 1
+  openreg-lab run -m mypackage.train --epochs 1
+  openreg-lab run --html report.html -m openreg_lab.examples.train_lm --steps 8
+
+Everything after the script (or -m MODULE) is passed to it. The script's exit code is the command's
+(130 after Ctrl-C); the trace and the report are written even when the script fails. What
+openreg-lab prints goes to stderr, so the script keeps stdout.
+"""
+
+
+def add_parser(sub: Any) -> Parser:
+    """Add the ``run`` command to the subparsers ``sub``."""
+    p: Parser = sub.add_parser(
+        "run",
+        help="run a script (or -m module) on openreg with tracing on; print the top fallbacks",
+        description=__doc__,
+        epilog=EXAMPLES,
+        allow_abbrev=False,
+    )
+    p.add_argument(
+        "-m",
+        dest="module",
+        metavar="MODULE",
+        help="run a module as `python -m MODULE` would (e.g. -m openreg_lab.examples.train_lm)",
+    )
+    p.add_argument(
+        "--profile",
+        help="run with another backend's operator coverage: minimal, default, cpu, cuda, mps, or a "
+        "YAML file of operator names (e.g. --profile mps)",
+    )
+    p.add_argument(
+        "--policy",
+        choices=("allow", "warn", "error"),
+        help="what an op without an openreg kernel does: run on the CPU (allow), the same with a "
+        "warning per op (warn), or raise (error); default: OPENREG_FALLBACK or allow (e.g. --policy warn)",
+    )
+    p.add_argument("--shapes", action="store_true", help="record the shapes and dtypes of each op's tensors")
+    p.add_argument(
+        "--stack", action="store_true", help="record the script's file:line for each op (source of fallbacks)"
+    )
+    p.add_argument(
+        "--capacity",
+        type=positive_int,
+        default=_default_capacity(),
+        help="the most events to keep; the rest are counted as dropped (default %(default)s; "
+        "e.g. --capacity 5000000)",
+    )
+    p.add_argument("--html", metavar="PATH", help="write the HTML report there (e.g. --html report.html)")
+    p.add_argument("--trace", metavar="PATH", help="save the trace there, for `report` or load_trace")
+    p.add_argument(
+        "--chrome",
+        metavar="PATH",
+        help="write a Chrome trace (Perfetto, chrome://tracing) (e.g. --chrome run.json)",
+    )
+    p.add_argument(
+        "--from-cuda",
+        action="store_true",
+        help='run a script written for CUDA: "cuda" devices, .cuda(), torch.cuda.* and '
+        'autocast("cuda") go to openreg',
+    )
+    p.add_argument(
+        "--top",
+        type=positive_int,
+        default=10,
+        help="how many fallbacks the final table lists (default %(default)s; e.g. --top 20)",
+    )
+    p.add_argument("script", nargs="?", help="the script to run, followed by its own arguments")
+    p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.set_defaults(handler=None)  # cli.main calls run.main: parsing stops at the script
+    return p
+
+
+def _default_capacity() -> int:
+    import openreg_lab
+
+    default = inspect.signature(openreg_lab.trace).parameters["capacity"].default
+    return int(default)
+
+
+def split(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split ``run``'s arguments into ours and the target's: the script (or ``-m MODULE``) and after.
+
+    Returns ``(ours, target)`` where ``target`` is ``[]``, ``[script, *args]`` or
+    ``["-m", module, *args]``.
+    """
+    takes_value = {
+        s: action.nargs != 0
+        for action in parser._actions  # argparse keeps no public table of its options
+        for s in action.option_strings
+    }
+    ours: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            return ours, argv[i + 1 : i + 2] + list(argv[i + 2 :])
+        if token == "-m":
+            return ours, ["-m", *argv[i + 1 :]]
+        if token.startswith("-m") and not token.startswith("--"):
+            return ours, ["-m", token[2:], *argv[i + 1 :]]
+        if token.startswith("-") and token != "-":
+            ours.append(token)
+            name = token.split("=", 1)[0]
+            if takes_value.get(name) and "=" not in token and i + 1 < len(argv):
+                ours.append(argv[i + 1])
+                i += 1
+            i += 1
+            continue
+        return ours, list(argv[i:])
+    return ours, []
+
+
+def main(parser: argparse.ArgumentParser, argv: Sequence[str], command: str) -> int:
+    """Parse ``run``'s arguments (``argv``, after ``run``) and run; return the exit status."""
+    ours, target = split(parser, argv)
+    ns = parser.parse_args(ours)
+    if not target or (target[0] == "-m" and len(target) < 2):
+        parser.error("give the script to run, or -m MODULE")
+    if target[0] == "-m":
+        ns.module, ns.script, ns.args = target[1], None, target[2:]
+    else:
+        ns.module, ns.script, ns.args = None, target[0], target[1:]
+    _check(ns)
+    return execute(ns, command)
+
+
+def _check(ns: argparse.Namespace) -> None:
+    """Refuse bad arguments before the script runs: missing script or module, unwritable outputs."""
+    if ns.script is not None and not os.path.exists(ns.script):
+        raise UsageError(f"no such script: {ns.script}")
+    if (
+        ns.script is not None
+        and os.path.isdir(ns.script)
+        and not os.path.exists(os.path.join(ns.script, "__main__.py"))
+    ):
+        raise UsageError(f"{ns.script} is a directory without __main__.py")
+    if ns.module is not None:
+        try:
+            spec = importlib.util.find_spec(ns.module)
+        except (ImportError, ValueError) as e:
+            raise UsageError(f"-m {ns.module}: {e}") from None
+        if spec is None:
+            raise UsageError(f"-m {ns.module}: no module named {ns.module!r}")
+    check_output(ns.html, "--html")
+    check_output(ns.trace, "--trace")
+    check_output(ns.chrome, "--chrome")
+    check_profile(ns.profile)
+
+
+def execute(ns: argparse.Namespace, command: str) -> int:
+    """Run the target under a trace, then write the outputs and print the summary."""
+    import openreg_lab
+    from openreg_lab.cli import _outputs
+
+    name = ns.module or os.path.basename(ns.script)
+    trace = openreg_lab.trace(record_shapes=ns.shapes, stack=ns.stack, capacity=ns.capacity)
+    progress = Progress(sys.stderr, f"openreg-lab run {name}")
+    start = time.monotonic()
+    with ExitStack() as stack:
+        stack.enter_context(trace)
+        if ns.profile is not None:
+            stack.enter_context(openreg_lab.use_profile(ns.profile))
+        if ns.policy is not None:
+            stack.enter_context(openreg_lab.fallback_policy(ns.policy))
+        if ns.from_cuda:
+            stack.enter_context(openreg_lab.from_cuda())
+        policy = openreg_lab.get_fallback_policy()
+        progress.start()
+        try:
+            code, how = run_target(ns)
+        finally:
+            progress.stop()
+    elapsed = time.monotonic() - start
+    info = {
+        "command": command,
+        "exit code": f"{code} ({how})",
+        "wall time": f"{elapsed:.1f} s",
+        "profile": ns.profile or "default (openreg's own kernels)",
+        "fallback policy": policy,
+        "from cuda": "yes" if ns.from_cuda else "no",
+    }
+    print(f"openreg-lab run: {name} {how} (exit code {code}) after {elapsed:.1f} s", file=sys.stderr)
+    _outputs.print_summary(trace, ns.top)
+    written = _outputs.write(trace, info, html=ns.html, trace_path=ns.trace, chrome=ns.chrome)
+    if not written and code == 0:
+        return 1
+    return code
+
+
+def run_target(ns: argparse.Namespace) -> tuple[int, str]:
+    """Run the script or module as ``__main__``; return its exit code and how it ended.
+
+    Like ``python script.py``: ``SystemExit`` gives its code (a message prints and gives 1), an
+    exception prints its traceback and gives 1, ``KeyboardInterrupt`` gives 130.
+    """
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    try:
+        if ns.module is not None:
+            sys.argv = [ns.module, *ns.args]  # run_module puts the module's file in argv[0]
+            sys.path[:1] = [os.getcwd()]  # as `python -m`
+            runpy.run_module(ns.module, run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = [ns.script, *ns.args]
+            script = os.path.abspath(ns.script)
+            sys.path[:1] = [script if os.path.isdir(script) else os.path.dirname(script)]
+            runpy.run_path(ns.script, run_name="__main__")
+        return 0, "finished"
+    except SystemExit as e:
+        return _exit_code(e.code), "exited"
+    except KeyboardInterrupt as e:
+        _print_traceback(e)
+        return 130, "was interrupted"
+    except BaseException as e:
+        _print_traceback(e)
+        return 1, f"raised {type(e).__name__}"
+    finally:
+        sys.argv = saved_argv
+        sys.path[:] = saved_path
+
+
+def _exit_code(code: object) -> int:
+    """The process exit status ``sys.exit(code)`` gives (a non-integer is printed and gives 1)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _print_traceback(e: BaseException) -> None:
+    """Print ``e``'s traceback as Python would for the script, without our and runpy's frames."""
+    ours = (
+        os.path.dirname(os.path.abspath(__file__)) + os.sep,
+        os.path.abspath(runpy.__file__),
+        "<frozen runpy>",
+    )
+    tb = e.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if not (name.startswith("<frozen runpy") or os.path.abspath(name).startswith(ours)):
+            break
+        tb = tb.tb_next
+    traceback.print_exception(type(e), e, tb, file=sys.stderr)
+    sys.stderr.flush()
+
+
+def command_line(prog: str, argv: Sequence[str]) -> str:
+    """The command as typed, quoted for a shell."""
+    return " ".join([prog, shlex.join(argv)]) if argv else prog

@@ -1,0 +1,228 @@
+"""``openreg-lab run``: a script runs as Python would run it, traced; its exit code is kept."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+from cli_helpers import REPO, env, openreg_lab, table_rows
+
+import openreg_lab as lab
+from openreg_lab.examples.train_lm import TinyGPT
+
+FALLS_BACK = """\
+import sys
+import torch
+import openreg_lab
+
+print("argv", sys.argv, "name", __name__, "path0", sys.path[0], "main", sys.modules["__main__"].__file__)
+x = torch.arange(9.0).reshape(3, 3).to("openreg")
+for _ in range(3):
+    y = x.triu(1)
+z = torch.ones(4, device="openreg").cumsum(0)
+if sys.argv[1:2] == ["raise"]:
+    raise RuntimeError("boom from the script")
+if sys.argv[1:2] == ["exit"]:
+    sys.exit(int(sys.argv[2]))
+"""
+
+
+@pytest.fixture
+def script(tmp_path):
+    path = tmp_path / "scripts" / "falls_back.py"
+    path.parent.mkdir()
+    path.write_text(FALLS_BACK)
+    return path
+
+
+def test_run_prints_the_exact_fallback_table_and_writes_the_files(script, tmp_path):
+    p = openreg_lab(
+        "run", "--stack", "--shapes", "--trace", "run.trace", "--chrome", "run.json",
+        script, "--epochs", "1", "--stack",  # the script's own options, even ones named like ours
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith(
+        f"argv ['{script}', '--epochs', '1', '--stack'] name __main__ path0 {script.parent} main {script}"
+    )
+    rows = table_rows(p.stderr, "top fallbacks")  # ranked by time, which varies: compare sorted
+    assert sorted((r[0], r[1], r[-1]) for r in rows) == [
+        ("aten::cumsum.out", "1", "falls_back.py:9"),
+        ("aten::triu.out", "3", "falls_back.py:8"),
+    ]
+    assert all(len(r) == 6 for r in rows)  # op, calls, time, to cpu, back, source
+    assert "top fallbacks (2 of 2 ops, by time including copies)" in p.stderr
+    assert "finished (exit code 0)" in p.stderr or "exited (exit code 0)" in p.stderr
+    assert "none dropped" in p.stderr
+    t = lab.load_trace(tmp_path / "run.trace")
+    fb = t.fallbacks()
+    assert dict(zip(fb["name"], fb["calls"], strict=True)) == {"aten::triu.out": 3, "aten::cumsum.out": 1}
+    assert t.record_shapes and t.stack
+    assert sorted(fb.loc[fb["name"] == "aten::triu.out", "sources"].iloc[0]) == [f"{script}:8"]
+    chrome = json.loads((tmp_path / "run.json").read_text())
+    assert any(e.get("name") == "aten::triu.out" for e in chrome["traceEvents"])
+
+
+def test_a_script_that_raises_keeps_its_exit_code_and_partial_trace(script, tmp_path):
+    p = openreg_lab("run", "--trace", "partial.trace", script, "raise", cwd=tmp_path)
+    assert p.returncode == 1
+    # The traceback is the script's, as `python script.py` prints it: no runpy or openreg-lab frames.
+    tb = p.stderr[p.stderr.index("Traceback") :]
+    assert "runpy" not in tb and "openreg_lab" not in tb.split("RuntimeError")[0]
+    assert f'File "{script}", line 11, in <module>' in tb
+    assert "RuntimeError: boom from the script" in tb
+    assert "falls_back.py raised RuntimeError (exit code 1)" in p.stderr
+    fb = lab.load_trace(tmp_path / "partial.trace").fallbacks()
+    assert dict(zip(fb["name"], fb["calls"], strict=True)) == {"aten::triu.out": 3, "aten::cumsum.out": 1}
+
+
+def test_a_module_runs_like_python_dash_m_and_its_sys_exit_code_is_kept(script, tmp_path):
+    p = openreg_lab("run", "--trace", "m.trace", "-m", "falls_back", "exit", "3", cwd=script.parent)
+    assert p.returncode == 3, p.stderr
+    assert p.stdout.startswith(f"argv ['{script}', 'exit', '3'] name __main__ path0 {script.parent}")
+    assert "falls_back exited (exit code 3)" in p.stderr
+    assert (script.parent / "m.trace").exists()
+
+
+def test_ctrl_c_gives_130_with_the_traceback_and_the_partial_trace(tmp_path):
+    (tmp_path / "slow.py").write_text(
+        textwrap.dedent(
+            """\
+            import time, torch, openreg_lab
+            torch.ones(3, device="openreg").cumsum(0)
+            print("ready", flush=True)
+            while True:
+                time.sleep(0.05)
+            """
+        )
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "openreg_lab", "run", "--trace", "int.trace", "slow.py"],
+        cwd=tmp_path, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "ready\n"
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "KeyboardInterrupt" in err and 'File "slow.py", line 5, in <module>' in err
+    assert "slow.py was interrupted (exit code 130)" in err
+    fb = lab.load_trace(tmp_path / "int.trace").fallbacks()
+    assert fb["name"].tolist() == ["aten::cumsum.out"]
+
+
+CUDA_SCRIPT = """\
+\"\"\"A training step written for CUDA, as found in the wild.\"\"\"
+import argparse
+
+import torch
+from torch import nn
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--epochs", type=int, default=1)
+args = parser.parse_args()
+
+assert torch.cuda.is_available(), "this script needs a GPU"
+device = torch.device("cuda")
+torch.cuda.manual_seed_all(0)
+torch.cuda.set_device(0)
+print("devices", torch.cuda.device_count(), "current", torch.cuda.current_device())
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10)).cuda()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+scaler = torch.amp.GradScaler("cuda")
+x = torch.randn(16, 32).to(device, non_blocking=True)
+y = torch.randint(0, 10, (16,), device="cuda")
+stream = torch.cuda.Stream()
+start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+torch.cuda.reset_peak_memory_stats()
+for epoch in range(args.epochs):
+    start.record()
+    with torch.cuda.stream(stream):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = model(x)
+        loss = nn.functional.cross_entropy(out.float(), y)
+    opt.zero_grad()
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    end.record()
+    torch.cuda.synchronize()
+    print(f"epoch {epoch} loss {loss.item():.3f} on {x.device} {out.dtype} is_cuda={x.is_cuda}")
+print("peak bytes", torch.cuda.max_memory_allocated() > 0, next(model.parameters()).device)
+"""
+
+
+def test_from_cuda_runs_an_unmodified_cuda_script(tmp_path):
+    (tmp_path / "train.py").write_text(CUDA_SCRIPT)
+    p = openreg_lab("run", "--from-cuda", "--trace", "cuda.trace", "train.py", "--epochs", "2", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == [
+        "devices 2 current 0",
+        *(f"epoch {i} loss {loss} on openreg:0 torch.bfloat16 is_cuda=True" for i, loss in _losses(p.stdout)),
+        "peak bytes True openreg:0",
+    ]
+    fb = lab.load_trace(tmp_path / "cuda.trace").fallbacks()
+    # GradScaler's two ops have no openreg kernel: this is what the port would cost.
+    assert dict(zip(fb["name"], fb["calls"], strict=True)) == {
+        "aten::_amp_foreach_non_finite_check_and_unscale_": 2,
+        "aten::_amp_update_scale_": 2,
+    }
+    casts = lab.load_trace(tmp_path / "cuda.trace").casts()
+    assert set(casts["to_dtype"]) == {"bfloat16"}
+
+
+def _losses(stdout: str) -> list[tuple[int, str]]:
+    epochs = [line.split() for line in stdout.splitlines() if line.startswith("epoch")]
+    return [(int(words[1]), words[3]) for words in epochs]
+
+
+def test_the_example_runs_through_run(tmp_path):
+    p = openreg_lab("run", "--stack", "-m", "openreg_lab.examples.train_lm", "--steps", "2", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "trained 2 steps" in p.stdout
+    source = (REPO / "openreg_lab" / "examples" / "train_lm.py").read_text().splitlines()
+    triu = next(i for i, line in enumerate(source, 1) if ".triu(1)" in line)
+    clip = next(i for i, line in enumerate(source, 1) if "clip_grad_norm_(" in line)
+    rows = table_rows(p.stderr, "top fallbacks")
+    n_params = sum(1 for _ in TinyGPT().parameters())
+    assert sorted((r[0], r[1], r[-1]) for r in rows) == [
+        # clip_grad_norm_: the norm of each parameter, then the norm of those norms; twice
+        ("aten::linalg_vector_norm.out", str(2 * (n_params + 1)), f"train_lm.py:{clip}"),
+        ("aten::triu.out", "4", f"train_lm.py:{triu}"),  # 2 blocks x 2 steps
+    ]
+    assert "cast" in p.stderr.split("top fallbacks")[0]
+
+
+def test_bad_arguments_exit_2_with_one_line_in_a_real_process(tmp_path):
+    p = openreg_lab("run", "--policy", "allow", "missing.py", "--epochs", "1", cwd=tmp_path)
+    assert p.returncode == 2
+    assert p.stderr == "python -m openreg_lab run: error: no such script: missing.py\n"
+    assert p.stdout == ""
+
+
+# Needs Trace.to_html, which the views layer provides.
+def test_html_report_holds_the_run_info(script, tmp_path):
+    options = ["--html", "report.html", "--profile", "mps", "--policy", "warn"]
+    p = openreg_lab("run", *options, script, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    html = (tmp_path / "report.html").read_text()
+    for value in (
+        f"python -m openreg_lab run --html report.html --profile mps --policy warn {script}",
+        torch.__version__,
+        "2 openreg",
+        "mps",
+        "warn",
+        "no autocast casts recorded",
+    ):
+        assert value in html, value
+    assert f"wrote the report to {tmp_path / 'report.html'}" in p.stderr
