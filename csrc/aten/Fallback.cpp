@@ -117,6 +117,15 @@ class Fallback {
 
   void run() {
     check_fallback_allowed(schema_.operator_name());
+    // An operator whose only kernels are another backend's (CUDA's fused RNN
+    // cells, say) cannot run on the CPU either: say so, naming openreg,
+    // instead of the dispatcher's error about the 'CPU' backend.
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        op_.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU),
+        "openreg: ", c10::toString(schema_.operator_name()),
+        " has no openreg kernel, and openreg's CPU fallback cannot run it: PyTorch has no CPU "
+        "kernel for this operator (only other backends register one). An openreg kernel "
+        "(csrc/aten/native/) is needed.");
     trace::FallbackScope traced(schema_);
     trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
     find_device();
