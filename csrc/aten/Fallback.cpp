@@ -28,12 +28,16 @@
 #include "runtime/Generator.h"
 #include "trace/Hooks.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <unordered_map>
 
 namespace openreg {
@@ -113,6 +117,15 @@ class Fallback {
 
   void run() {
     check_fallback_allowed(schema_.operator_name());
+    // An operator whose only kernels are another backend's (CUDA's fused RNN
+    // cells, say) cannot run on the CPU either: say so, naming openreg,
+    // instead of the dispatcher's error about the 'CPU' backend.
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        op_.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU),
+        "openreg: ", c10::toString(schema_.operator_name()),
+        " has no openreg kernel, and openreg's CPU fallback cannot run it: PyTorch has no CPU "
+        "kernel for this operator (only other backends register one). An openreg kernel "
+        "(csrc/aten/native/) is needed.");
     trace::FallbackScope traced(schema_);
     trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
     find_device();
@@ -120,6 +133,9 @@ class Fallback {
     c10::OptionalDeviceGuard guard(device_);
 
     written_ = written_arguments(schema_, *stack_, first_arg_);
+    if (!aliasing_) {
+      copy_spans_to_host();
+    }
     std::vector<c10::IValue> originals(stack_->begin() + first_arg_, stack_->end());
     for (size_t i = 0; i < num_args_; ++i) {
       c10::IValue& v = (*stack_)[first_arg_ + i];
@@ -130,6 +146,7 @@ class Fallback {
     op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack_);
 
     if (!aliasing_) {
+      copy_spans_to_device();
       for (size_t i = 0; i < num_args_; ++i) {
         if (written_[i]) {
           write_back(originals[i], host_args[i]);
@@ -234,6 +251,9 @@ class Fallback {
     if (aliasing_) {
       return host_view(t);
     }
+    if (auto span = spans_.find(t.storage().unsafeGetStorageImpl()); span != spans_.end()) {
+      return on_span(span->second, t);
+    }
     if (is_out) {
       // An out= tensor is only written: give the CPU kernel a host buffer of
       // the same layout instead of copying contents it will overwrite.
@@ -272,9 +292,13 @@ class Fallback {
   }
 
   void write_back(const c10::IValue& original, const c10::IValue& host) {
-    auto copy = [](const at::Tensor& dst, const at::Tensor& src) {
+    auto copy = [this](const at::Tensor& dst, const at::Tensor& src) {
       if (!on_openreg(dst)) {
         return;
+      }
+      auto span = spans_.find(dst.storage().unsafeGetStorageImpl());
+      if (span != spans_.end() && src.storage().is_alias_of(span->second.host.storage())) {
+        return;  // written in place on the span, copied back whole
       }
       if (dst.sizes() != src.sizes()) {
         dst.resize_(src.sizes());  // an out= tensor the CPU kernel resized
@@ -309,6 +333,103 @@ class Fallback {
     return map_tensors(v, one);
   }
 
+  // Note [The fallback keeps layouts and aliasing]
+  // A tensor copied to the host on its own becomes a dense tensor with a
+  // storage of its own. Usually that is all the CPU kernel needs, but not
+  // when the layout or the aliasing is part of the semantics: an out= that
+  // partially overlaps an input must raise, an in-place op on an expanded
+  // tensor must write it as the CPU does (threshold_ accepts it), and
+  // autograd formulas that branch on A.is_contiguous() (linalg_det's) must see
+  // the forward run on the layout the backward will see. So the openreg
+  // arguments over one device storage are copied to the host as one byte
+  // span of that storage (the range they cover), and each becomes a CPU
+  // tensor with its own sizes, strides and offset on that span; written spans
+  // go back whole. This is done for a storage when a tensor over it is not
+  // dense (stride 0, gaps) or when two arguments share it and one is written.
+  struct Span {
+    at::Tensor device;  // uint8 openreg view of the byte range
+    at::Tensor host;    // its host copy
+    int64_t begin = 0;  // first byte of the range in the storage
+    bool written = false;
+  };
+
+  template <class F>
+  void for_each_openreg_argument(F&& f) {
+    for (size_t i = 0; i < num_args_; ++i) {
+      const c10::IValue& v = (*stack_)[first_arg_ + i];
+      if (v.isTensor()) {
+        if (on_openreg(v.toTensor())) {
+          f(v.toTensor(), written_[i]);
+        }
+      } else if (is_tensor_list(v)) {
+        for (const c10::IValue& e : v.toListRef()) {
+          if (e.isTensor() && on_openreg(e.toTensor())) {
+            f(e.toTensor(), written_[i]);
+          }
+        }
+      }
+    }
+  }
+
+  void copy_spans_to_host() {
+    struct Use {
+      int tensors = 0;
+      bool written = false;
+      bool not_dense = false;
+      int64_t begin = INT64_MAX;
+      int64_t end = 0;
+    };
+    std::unordered_map<const c10::StorageImpl*, Use> uses;
+    std::unordered_map<const c10::StorageImpl*, at::Tensor> any_tensor;
+    for_each_openreg_argument([&](const at::Tensor& t, bool written) {
+      const c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
+      Use& u = uses[impl];
+      any_tensor.emplace(impl, t);
+      ++u.tensors;
+      u.written = u.written || written;
+      u.not_dense = u.not_dense || !t.is_non_overlapping_and_dense();
+      if (t.numel() > 0) {
+        int64_t last = t.storage_offset();
+        for (int64_t d = 0; d < t.dim(); ++d) {
+          last += (t.size(d) - 1) * t.stride(d);
+        }
+        const int64_t item = static_cast<int64_t>(t.itemsize());
+        u.begin = std::min(u.begin, t.storage_offset() * item);
+        u.end = std::max(u.end, (last + 1) * item);
+      }
+    });
+    for (auto& [impl, u] : uses) {
+      if (!(u.not_dense || (u.tensors > 1 && u.written)) || u.end <= 0) {
+        continue;
+      }
+      // Aligned to 16 bytes, so that every tensor's offset in the span is a
+      // whole number of its elements.
+      const int64_t begin = u.begin / 16 * 16;
+      const at::Tensor& t = any_tensor.at(impl);
+      at::Tensor bytes = at::empty({0}, t.options().dtype(at::kByte));
+      bytes.set_(t.storage(), begin, {u.end - begin}, {1});
+      spans_.emplace(impl, Span{bytes, bytes.to(c10::kCPU), begin, u.written});
+    }
+  }
+
+  static at::Tensor on_span(const Span& span, const at::Tensor& t) {
+    const int64_t item = static_cast<int64_t>(t.itemsize());
+    at::Tensor h = at::empty({0}, t.options().device(c10::kCPU));
+    h.set_(span.host.storage(), (t.storage_offset() * item - span.begin) / item, t.sizes(),
+           t.strides());
+    h._set_conj(t.is_conj());
+    h._set_neg(t.is_neg());
+    return h;
+  }
+
+  void copy_spans_to_device() {
+    for (auto& [impl, span] : spans_) {
+      if (span.written) {
+        span.device.copy_(span.host);
+      }
+    }
+  }
+
   const c10::OperatorHandle& op_;
   const c10::FunctionSchema& schema_;
   torch::jit::Stack* stack_;
@@ -319,6 +440,7 @@ class Fallback {
   bool aliasing_ = false;
   std::vector<bool> written_;  // per argument: does the op write it?
   std::unordered_map<const c10::TensorImpl*, at::Tensor> moved_;
+  std::unordered_map<const c10::StorageImpl*, Span> spans_;
 };
 
 }  // namespace

@@ -99,16 +99,19 @@ void copy_metadata(const at::Tensor& dst, const at::Tensor& like) {
                                                    like.storage_offset());
 }
 
-// A host alias of an argument the kernel writes: like host_view, but
-// resizable, so that an out= argument of the wrong size can be resized (into
-// device memory, through the wrapper).
-at::Tensor writable_host_view(const at::Tensor& t) {
-  const c10::Storage& storage = t.storage();
-  c10::Storage alias(c10::Storage::use_byte_size_t(), storage.nbytes(),
-                     c10::DataPtr(const_cast<void*>(storage.data()), c10::Device(c10::kCPU)),
-                     &wrapper(), /*resizable=*/true);
+// A host alias of a device storage: like host_view's, but resizable, so that
+// an out= argument of the wrong size can be resized (into device memory,
+// through the wrapper).
+c10::Storage writable_alias(const c10::Storage& storage) {
+  return c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
+                      c10::DataPtr(const_cast<void*>(storage.data()), c10::Device(c10::kCPU)),
+                      &wrapper(), /*resizable=*/true);
+}
+
+// `t` as a CPU tensor on `alias`, the host alias of its storage.
+at::Tensor on_alias(const c10::Storage& alias, const at::Tensor& t) {
   auto out = at::detail::make_tensor<c10::TensorImpl>(
-      std::move(alias), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+      c10::Storage(alias), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
   copy_metadata(out, t);
   out._set_conj(t.is_conj());
   out._set_neg(t.is_neg());
@@ -200,21 +203,28 @@ class GenericCall {
     device_ = found.value_or(c10::Device(kOpenReg, current_device()));
   }
 
-  at::Tensor tensor_to_host(const at::Tensor& t, bool written) {
+  at::Tensor tensor_to_host(const at::Tensor& t) {
     if (!on_openreg(t)) {
       return t;
     }
-    at::Tensor h = written ? writable_host_view(t) : host_view(t);
+    // Every argument over one device storage gets the same alias, so the CPU
+    // kernel sees them overlap as it would on the CPU (Note [Host views share
+    // one storage] in HostView.cpp).
+    const c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
+    auto it = aliases_.find(impl);
+    if (it == aliases_.end()) {
+      it = aliases_.emplace(impl, writable_alias(t.storage())).first;
+    }
     inputs_.emplace(t.storage().data(), t);
-    return h;
+    return on_alias(it->second, t);
   }
 
   c10::IValue to_host(const c10::IValue& v, const c10::Argument& arg) {
     if (v.isTensor()) {
-      return tensor_to_host(v.toTensor(), is_written(arg));
+      return tensor_to_host(v.toTensor());
     }
     if (is_tensor_list(v)) {
-      return map_tensors(v, [&](const at::Tensor& t) { return tensor_to_host(t, false); });
+      return map_tensors(v, [&](const at::Tensor& t) { return tensor_to_host(t); });
     }
     if (v.isDevice() && v.toDevice().type() == kOpenReg) {
       return c10::Device(c10::kCPU);
@@ -300,6 +310,7 @@ class GenericCall {
   c10::Device device_{kOpenReg};
   std::unordered_map<const void*, at::Tensor> inputs_;  // host bytes -> original
   std::unordered_map<const c10::StorageImpl*, c10::Storage> adopted_;
+  std::unordered_map<const c10::StorageImpl*, c10::Storage> aliases_;  // device -> host alias
 };
 
 }  // namespace

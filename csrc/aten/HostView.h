@@ -19,6 +19,8 @@ namespace openreg {
 // A CPU tensor over the same memory as `t` (same storage bytes, offset, sizes,
 // strides, dtype, conj/neg bits). Tensors that are not on openreg are
 // returned unchanged. The view does not own the memory: keep `t` alive.
+// Host views of one device storage share one CPU storage, so ATen sees them
+// overlap (Note [Host views share one storage] in HostView.cpp).
 at::Tensor host_view(const at::Tensor& t);
 
 std::optional<at::Tensor> host_view(const std::optional<at::Tensor>& t);

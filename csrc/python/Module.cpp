@@ -35,6 +35,20 @@ void init() {
   openreg::fallback_policy();
 }
 
+// A device index from Python, range-checked before it is narrowed to
+// c10::DeviceIndex (int8): 257 must not become device 1, and 2**64 must get
+// our IndexError, not pybind's "incompatible function arguments".
+c10::DeviceIndex device_arg(const py::int_& d) {
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(d.ptr(), &overflow);
+  const auto count = static_cast<long long>(openreg::device_count());
+  TORCH_CHECK_INDEX(overflow == 0 && v >= 0 && v < count, "openreg device index ",
+                    py::str(d).cast<std::string>(), " is out of range: valid indices are 0 to ",
+                    count - 1, " (", count,
+                    " devices; set OPENREG_DEVICE_COUNT before importing openreg_lab for more)");
+  return static_cast<c10::DeviceIndex>(v);
+}
+
 py::object default_generator(c10::DeviceIndex device) {
   return py::reinterpret_steal<py::object>(
       THPGenerator_initDefaultGenerator(openreg::default_generator(device)));
@@ -48,34 +62,36 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("device_count", [] { return static_cast<int>(openreg::device_count()); });
   m.def("current_device", [] { return static_cast<int>(openreg::current_device()); });
-  m.def("set_device", [](int d) { openreg::set_device(static_cast<c10::DeviceIndex>(d)); });
-  m.def("exchange_device", [](int d) {
-    return static_cast<int>(openreg::exchange_device(static_cast<c10::DeviceIndex>(d)));
+  m.def("set_device", [](const py::int_& d) { openreg::set_device(device_arg(d)); });
+  m.def("exchange_device", [](const py::int_& d) {
+    const c10::DeviceIndex index = d.cast<long long>() == -1 ? -1 : device_arg(d);
+    return static_cast<int>(openreg::exchange_device(index));
   });
-  m.def("check_device_index",
-        [](int d) { openreg::check_device_index(static_cast<c10::DeviceIndex>(d)); });
+  m.def("check_device_index", [](const py::int_& d) { device_arg(d); });
 
-  m.def("set_memory_limit", [](int d, std::optional<int64_t> nbytes) {
+  m.def("set_memory_limit", [](const py::int_& d, std::optional<py::int_> nbytes) {
+    const c10::DeviceIndex device = device_arg(d);
     std::optional<size_t> limit;
     if (nbytes.has_value()) {
-      TORCH_CHECK_VALUE(*nbytes > 0,
-                        "set_memory_limit: the limit must be a positive number of bytes, "
-                        "or None for no limit; got ",
-                        *nbytes);
-      limit = static_cast<size_t>(*nbytes);
+      int overflow = 0;
+      const long long n = PyLong_AsLongLongAndOverflow(nbytes->ptr(), &overflow);
+      TORCH_CHECK_VALUE(overflow == 0 && n > 0,
+                        "set_memory_limit: the limit must be a positive number of bytes up to "
+                        "2**63 - 1, or None for no limit; got ",
+                        py::str(*nbytes).cast<std::string>());
+      limit = static_cast<size_t>(n);
     }
-    openreg::device_allocator().set_limit(static_cast<c10::DeviceIndex>(d), limit);
+    openreg::device_allocator().set_limit(device, limit);
   });
-  m.def("memory_limit", [](int d) -> std::optional<int64_t> {
-    auto limit = openreg::device_allocator().limit(static_cast<c10::DeviceIndex>(d));
+  m.def("memory_limit", [](const py::int_& d) -> std::optional<int64_t> {
+    auto limit = openreg::device_allocator().limit(device_arg(d));
     if (!limit.has_value()) {
       return std::nullopt;
     }
     return static_cast<int64_t>(*limit);
   });
 
-  m.def("default_generator",
-        [](int d) { return default_generator(static_cast<c10::DeviceIndex>(d)); });
+  m.def("default_generator", [](const py::int_& d) { return default_generator(device_arg(d)); });
 
   m.def("stream_priority", [](int64_t stream_id, int d) {
     c10::Stream s(c10::Stream::UNSAFE,

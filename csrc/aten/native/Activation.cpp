@@ -317,6 +317,9 @@ Tensor& forward_out(const Tensor& self, Tensor& out) {
   if (!loops::is_floating(dtype)) {
     return fallback<Op>(self, out);
   }
+  if constexpr (!kPromote) {  // silu: ATen's unary_op, one dtype for all operands
+    loops::check_same_dtype_out(out, dtype);
+  }
   run_unary(self, out, Mode::Out, dtype,
             [dtype](const Loop& loop) { forward_kernel<F>(loop, dtype); });
   return out;
@@ -391,6 +394,7 @@ Tensor& gelu_out(const Tensor& self, std::string_view approximate, Tensor& out) 
   if (!loops::is_floating(dtype)) {
     return fallback<at::_ops::gelu_out>(self, approximate, out);
   }
+  loops::check_same_dtype_out(out, dtype);
   run_unary(self, out, Mode::Out, dtype,
             [&](const Loop& loop) { gelu_forward(loop, dtype, tanh); });
   return out;

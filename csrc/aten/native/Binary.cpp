@@ -49,6 +49,7 @@ using loops::ScalarArg;
 template <typename Kernel>
 Tensor binary(const Tensor& self, const Tensor& other, const Tensor& out, Mode mode,
               ScalarType compute, ScalarType result, const Kernel& kernel) {
+  loops::check_overlap(out, {self, other});
   const Tensor a = loops::to_compute(self, compute);
   const Tensor b = loops::to_compute(other, compute);
   return loops::run_elementwise(out, mode, result, {a, b}, kernel);
@@ -67,6 +68,7 @@ Tensor binary(const Tensor& self, const Scalar& other, const Tensor& out, Mode m
 template <typename Kernel>
 Tensor binary_folding(const Tensor& self, const Tensor& other, const Tensor& out, Mode mode,
                       ScalarType compute, const Kernel& kernel) {
+  loops::check_overlap(out, {self, other});
   const Tensor a = loops::to_compute(self, compute);
   // Narrow integers do not fold: the scalar must wrap to `compute` first.
   const bool fold = loops::compute_dtype(compute) == compute;
@@ -86,6 +88,7 @@ Tensor binary_folding(const Tensor& self, const Scalar& other, const Tensor& out
   if (loops::compute_dtype(compute) != compute) {
     return binary_folding(self, loops::wrapped_scalar(other), out, mode, compute, kernel);
   }
+  loops::check_overlap(out, {self});
   const Tensor a = loops::to_dtype(self, compute);
   const ScalarArg s(other);
   return loops::run_elementwise(out, mode, compute, {a},

@@ -516,7 +516,45 @@ inline void check_can_cast(ScalarType result, const at::Tensor& out) {
               " can't be cast to the desired output type ", out.scalar_type());
 }
 
+// The out= tensor of an operator whose CPU kernel requires every operand to
+// have one dtype (ATen's unary ops: neg, abs, sign, gelu, silu): a copy of
+// another dtype is refused, with TensorIterator's message.
+inline void check_same_dtype_out(const at::Tensor& out, ScalarType dtype) {
+  TORCH_CHECK(out.scalar_type() == dtype, "Found dtype ", out.scalar_type(), " but expected ",
+              dtype);
+}
+
+// TensorIterator's overlap rules (no internal overlap in the output, no
+// partial overlap between output and an input), checked on the operator's own
+// arguments before an input is converted to its compute dtype: a converted
+// copy overlaps nothing, so run_elementwise alone would miss them.
+inline void check_overlap(const at::Tensor& out, std::initializer_list<at::Tensor> inputs) {
+  if (!out.defined()) {
+    return;
+  }
+  at::assert_no_internal_overlap(out);
+  for (const at::Tensor& t : inputs) {
+    if (t.defined()) {
+      at::assert_no_partial_overlap(out, t);
+    }
+  }
+}
+
 namespace detail {
+
+// An out= tensor must be on the device of the openreg operands (TensorIterator
+// would accept a CPU output next to 0-dim operands).
+inline void check_out_device(const at::Tensor& out, std::initializer_list<at::Tensor> inputs) {
+  for (const at::Tensor& t : inputs) {
+    if (on_openreg(t)) {
+      TORCH_CHECK(out.device() == t.device(),
+                  "Expected all tensors to be on the same device, but found at least two "
+                  "devices, ",
+                  t.device(), " and ", out.device(), "!");
+      return;
+    }
+  }
+}
 
 // Resizes an out= tensor to the shape of `like` with ATen's out= rules (the
 // deprecation warning for non-empty outputs, the overlap checks): building a
@@ -568,10 +606,16 @@ C10_NOINLINE inline at::Tensor run_elementwise(const at::Tensor& out, Mode mode,
                                                ScalarType written,
                                                std::initializer_list<at::Tensor> inputs,
                                                c10::function_ref<void(const Loop&)> kernel) {
-  if (out.defined() && out.scalar_type() != written) {
+  if (mode == Mode::Out) {
+    detail::check_out_device(out, inputs);
+  }
+  if (out.defined() && (out.scalar_type() != written || written != result)) {
     check_can_cast(result, out);
+    // The temporary holds `result`, not `written`: a narrow integer result
+    // wraps to its own width before it is widened into `out`, as on CPU
+    // (uint8 1 - 3 is 254, never -2), even into an int64 `out`.
     at::Tensor tmp =
-        run_elementwise(at::Tensor(), Mode::Functional, written, written, inputs, kernel);
+        run_elementwise(at::Tensor(), Mode::Functional, result, written, inputs, kernel);
     if (mode == Mode::InPlace) {
       TORCH_CHECK(tmp.sizes().equals(out.sizes()), "output with shape ", out.sizes(),
                   " doesn't match the broadcast shape ", tmp.sizes());
@@ -621,6 +665,7 @@ inline at::Tensor run_elementwise(const at::Tensor& out, Mode mode, ScalarType r
 // compute_dtype(dtype) (Note [Narrow integers]).
 inline at::Tensor run_unary(const at::Tensor& self, const at::Tensor& out, Mode mode,
                             ScalarType dtype, c10::function_ref<void(const Loop&)> kernel) {
+  check_overlap(out, {self});
   return run_elementwise(out, mode, dtype, {to_compute(self, dtype)}, kernel);
 }
 

@@ -71,6 +71,7 @@ Tensor bool_condition(const Tensor& condition) {
 
 Tensor where_run(const Tensor& condition, const Tensor& self, const Tensor& other,
                  const Tensor& out, ScalarType dtype) {
+  loops::check_overlap(out, {condition, self, other});
   const Tensor c = bool_condition(condition);
   const Tensor a = loops::to_dtype(self, dtype);
   const Tensor b = loops::to_dtype(other, dtype);
@@ -238,6 +239,7 @@ ScalarType promoted(const Tensor& a, const Tensor& b, const Tensor& c) {
 template <bool kDiv>
 Tensor addc_run(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value,
                 const Tensor& out, Mode mode, ScalarType dtype) {
+  loops::check_overlap(out, {self, t1, t2});
   const Tensor a = loops::to_compute(self, dtype);
   const Tensor b = loops::to_compute(t1, dtype);
   const Tensor c = loops::to_compute(t2, dtype);

@@ -218,6 +218,7 @@ Tensor& keep_unary_out(const Tensor& self, Tensor& out) {
     return fallback<Op>(self, out);
   }
   const ScalarType dtype = self.scalar_type();
+  loops::check_same_dtype_out(out, dtype);
   run_unary(self, out, Mode::Out, dtype,
             [dtype](const Loop& loop) { keep_kernel<kOp>(loop, dtype); });
   return out;
