@@ -184,3 +184,12 @@ def test_binder_environment_has_jupyterlab_and_the_views_dependencies(binder_env
     proc = binder_env.run(str(binder_env.venv / "bin" / "jupyter"), "lab", "--version")
     assert proc.returncode == 0, proc.stderr
     assert int(proc.stdout.split(".")[0]) >= 4
+
+
+def test_readme_binder_badge_opens_jupyterlab_on_the_first_notebook():
+    readme = (ROOT / "README.md").read_text()
+    urls = re.findall(r"https://mybinder\.org/v2/gh/[^)\s]+", readme)
+    assert urls, "no Binder launch badge in the README"
+    first = sorted((ROOT / "notebooks").glob("*.ipynb"))[0].name
+    for url in urls:
+        assert url.endswith(f"?urlpath=lab/tree/notebooks/{first}"), url
