@@ -44,3 +44,6 @@ if ! "$PY" setup.py -q build_ext --inplace >"$log" 2>&1; then
 fi
 echo "setup: openreg_lab._C is up to date (build step took $(( $(date +%s) - start )) s)"
 "$PY" -c "import openreg_lab" || { echo "setup: openreg_lab does not import after the build" >&2; exit 1; }
+
+# Debian's chromium for the browser tests (skipped, with a message, where it cannot be installed).
+bash scripts/install_chromium.sh

@@ -1,25 +1,116 @@
-"""Every tutorial notebook runs top to bottom without an error."""
+"""Every tutorial notebook is stored clean, runs top to bottom without an error or a warning, shows
+our views as widgets (with a text/html fallback), and its exercise's check cell accepts the solution."""
 
+from __future__ import annotations
+
+import re
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from notebook_views import ALL_VIEW_CLASSES, NO_VIEWS, NOTEBOOKS, VIEWS, VIEWS_AVAILABLE
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+needs_views = pytest.mark.skipif(not VIEWS_AVAILABLE, reason=NO_VIEWS)
+by_name = pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 
 
 def test_there_are_notebooks():
-    assert NOTEBOOKS
+    assert [p.name for p in NOTEBOOKS] == sorted(VIEWS)
+    assert [p.name[:3] for p in NOTEBOOKS] == [f"{i:02}-" for i in range(1, 7)]
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_runs(path: Path):
+@by_name
+def test_notebook_is_stored_without_outputs(path: Path):
     nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, cell.source[:60]
+
+
+@by_name
+def test_notebook_has_a_title_cell_saying_what_and_how_long(path: Path):
+    first = nbformat.read(path, as_version=4).cells[0]
+    assert first.cell_type == "markdown"
+    assert re.match(rf"# {int(path.name[:2])}\. ", first.source)
+    assert "What you will learn" in first.source
+    assert re.search(r"\*\*Time:\*\* about \d+ minutes", first.source)
+
+
+@by_name
+def test_notebook_ends_with_an_exercise_and_its_check(path: Path):
+    cells = nbformat.read(path, as_version=4).cells
+    exercise, check = cells[-2], cells[-1]
+    assert cells[-3].cell_type == "markdown" and cells[-3].source.startswith("## Exercise")
+    assert exercise.metadata.get("tags") == ["exercise"]
+    assert exercise.metadata["openreg_lab"]["solution"].strip()
+    assert check.metadata.get("tags") == ["check"]
+
+
+def _execute(nb: Any, path: Path) -> None:
     NotebookClient(
         nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
     ).execute()
-    errors = [
-        o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"
-    ]
+
+
+def _outputs(nb: Any) -> list[Any]:
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+
+
+def _view_classes(state: dict[str, Any], model_id: str) -> set[str]:
+    """The CSS classes of a widget model and of every widget it contains."""
+    classes: set[str] = set()
+    todo, seen = [model_id], set()
+    while todo:
+        mid = todo.pop()
+        if mid in seen or mid not in state:
+            continue
+        seen.add(mid)
+        values = state[mid]["state"]
+        classes.update(values.get("_dom_classes", ()))
+        for v in values.values():
+            for item in v if isinstance(v, list) else [v]:
+                if isinstance(item, str) and item.startswith("IPY_MODEL_"):
+                    todo.append(item.removeprefix("IPY_MODEL_"))
+    return classes
+
+
+@needs_views
+@by_name
+def test_notebook_runs(path: Path):
+    nb = nbformat.read(path, as_version=4)
+    _execute(nb, path)
+    outputs = _outputs(nb)
+    errors = [o for o in outputs if o.output_type == "error"]
     assert errors == []
+    stderr = [o.text for o in outputs if o.output_type == "stream" and o.name == "stderr"]
+    assert stderr == [], "warnings or other stderr output:\n" + "\n".join(stderr)
+
+    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    assert state, "no widget state saved: the notebook displayed no widget"
+    shown: set[str] = set()
+    for o in outputs:
+        if o.output_type in ("execute_result", "display_data") and WIDGET_VIEW in o.data:
+            model_id = o.data[WIDGET_VIEW]["model_id"]
+            assert model_id in state, "a widget output whose model is not in the saved widget state"
+            classes = _view_classes(state, model_id)
+            shown |= classes
+            if set(state[model_id]["state"].get("_dom_classes", ())) & ALL_VIEW_CLASSES:
+                assert "text/html" in o.data, f"{classes & ALL_VIEW_CLASSES}: no text/html fallback"
+    missing = set(VIEWS[path.name]) - shown
+    assert not missing, f"views not in the outputs: {sorted(missing)}"
+
+
+@needs_views
+@by_name
+def test_notebook_exercise_check_accepts_the_solution(path: Path):
+    nb = nbformat.read(path, as_version=4)
+    exercise, check = nb.cells[-2], nb.cells[-1]
+    exercise.source = exercise.metadata["openreg_lab"]["solution"]
+    _execute(nb, path)
+    text = "".join(o.get("text", "") for o in check.outputs if o.output_type == "stream")
+    assert text.startswith("✓ Correct"), text

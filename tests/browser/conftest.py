@@ -1,0 +1,161 @@
+"""The browser harness: the notebooks run in a real JupyterLab and Notebook 7, in headless Chromium.
+
+Fixtures:
+
+* ``jupyter`` (session, one per front end, ``lab`` and ``notebook``): a Jupyter server on 127.0.0.1
+  with a random token and a free port, serving a temporary copy of ``notebooks/`` (and of
+  ``tests/browser/fixtures/``), with the kernel importing this checkout's ``openreg_lab``
+  (``PYTHONPATH``). User settings live in a temporary folder: no news or update checks, and every
+  cell attached to the page (``windowingMode: none``) so the views of every cell can be queried.
+* ``browser`` (session): Debian's chromium through playwright (never playwright's own download).
+  Installed by ``scripts/install_chromium.sh`` when missing; the tests skip, saying why, only when
+  that is impossible (no root, no apt-get).
+* ``notebook_page``: opens a notebook in a fresh page and returns a :class:`NotebookPage` that runs
+  all cells, waits for the kernel to go idle, and collects JavaScript errors (console errors and
+  uncaught exceptions). At teardown it saves ``build/screenshots/<test>.png`` (pass or fail) and
+  fails the test on any JavaScript error the test did not look at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from harness import (
+    _IGNORED_CONSOLE,
+    CHROMIUM_ARGS,
+    FIXTURES,
+    FRONTENDS,
+    NOTEBOOKS,
+    ROOT,
+    SCREENSHOTS,
+    SETTINGS,
+    JupyterServer,
+    NotebookPage,
+    _chromium,
+    _free_port,
+    _screenshot_name,
+    is_known_load_error,
+)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    path = _chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="session", params=FRONTENDS)
+def jupyter(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[JupyterServer]:
+    frontend = request.param
+    base = tmp_path_factory.mktemp(f"jupyter-{frontend}")
+    root = base / "root"
+    shutil.copytree(NOTEBOOKS, root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    if FIXTURES.is_dir():
+        for nb in FIXTURES.glob("*.ipynb"):
+            shutil.copy(nb, root / nb.name)
+    settings = base / "settings"
+    for rel, values in SETTINGS.items():
+        (settings / rel).parent.mkdir(parents=True, exist_ok=True)
+        (settings / rel).write_text(json.dumps(values))
+    token, port = secrets.token_hex(16), _free_port()
+    app = "JupyterNotebookApp" if frontend == "notebook" else "LabApp"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        "JUPYTER_CONFIG_DIR": str(base / "config"),
+        "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
+        "JUPYTERLAB_SETTINGS_DIR": str(settings),
+        "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces"),
+        "IPYTHONDIR": str(base / "ipython"),
+    }
+    log = base / "server.log"
+    cmd = [
+        sys.executable, "-m", "jupyter", frontend,
+        "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}", "--allow-root", "--no-browser",
+        f"--ServerApp.root_dir={root}", f"--{app}.expose_app_in_browser=True",
+    ]  # fmt: skip
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"jupyter {frontend} exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"jupyter {frontend} did not start in 60 s:\n{log.read_text()[-3000:]}")
+            time.sleep(0.3)
+        yield JupyterServer(frontend, url, token, root, log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def notebook_page(
+    browser: Any, jupyter: JupyterServer, request: pytest.FixtureRequest
+) -> Iterator[Callable[[str], NotebookPage]]:
+    """``notebook_page(name)`` opens ``name`` (from the served folder) in a fresh page."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1100})
+    opened: list[NotebookPage] = []
+
+    def open_notebook(name: str) -> NotebookPage:
+        page = context.new_page()
+        nb = NotebookPage(page, jupyter, name)
+
+        def on_console(msg: Any) -> None:
+            if msg.type == "error" and not any(p.search(msg.text) for p in _IGNORED_CONSOLE):
+                nb.errors.append(f"console: {msg.text}")
+
+        page.on("console", on_console)
+
+        def on_pageerror(exc: Any) -> None:
+            stack = (getattr(exc, "stack", None) or "").splitlines()[1:4]
+            if not nb.opened and is_known_load_error(jupyter.frontend, str(exc), stack):
+                nb.known_load_errors.append(str(exc))
+                return
+            nb.errors.append("\n".join([f"pageerror: {exc}", *stack]))
+
+        page.on("pageerror", on_pageerror)
+        nb.open()
+        opened.append(nb)
+        return nb
+
+    yield open_notebook
+    name = _screenshot_name(request.node.nodeid)
+    for i, nb in enumerate(opened):
+        try:
+            nb.screenshot(SCREENSHOTS / (f"{name}.png" if i == 0 else f"{name}-{i}.png"))
+        except Exception as exc:  # a screenshot must not hide the test's own outcome
+            print(f"screenshot of {nb.name} failed: {exc}")
+    unseen = [e for nb in opened for e in nb.errors[nb.seen_errors :]]
+    context.close()
+    assert unseen == [], "JavaScript errors the test did not check"
