@@ -22,10 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _models import training_cases
 from _timing import compare, fmt_time, print_table
-from openreg_lab._events import Columns
 
 import openreg_lab
 from openreg_lab import _C
+from openreg_lab.recording.events import Columns
 
 STEPS = 5  # steps per timed call, so opening and closing a trace is amortised as in real use
 

@@ -18,13 +18,13 @@ import torch  # noqa: F401  (loads libtorch before our extension)
 
 from openreg_lab import _C  # noqa: F401
 from openreg_lab.device._register import register as _register
+from openreg_lab.device.from_cuda import CudaNotMappedError, from_cuda
 from openreg_lab.dispatch.autocast import autocast_rules
 from openreg_lab.dispatch.coverage import coverage
 from openreg_lab.dispatch.explain import Explanation, explain
 from openreg_lab.dispatch.fallback import fallback_policy, get_fallback_policy, set_fallback_policy
 from openreg_lab.dispatch.native import native_ops, native_ops_by_family, via_cpu_ops
 from openreg_lab.dispatch.profiles import get_profile, profile_ops, set_profile, use_profile
-from openreg_lab.device.from_cuda import CudaNotMappedError, from_cuda
 from openreg_lab.recording.session import Trace, TraceDroppedEventsWarning, load_trace, mark, trace
 
 _register()

@@ -133,7 +133,28 @@ def test_errors():
     with pytest.raises(TypeError, match="match no overload of aten::add"):
         openreg_lab.explain(torch.ops.aten.add, x, "two")
     with pytest.raises(TypeError, match="explain takes an operator"):
-        openreg_lab.explain(torch.add, x, x)
+        openreg_lab.explain(3, x)
+    with pytest.raises(ValueError, match="called no operator on openreg"):
+        openreg_lab.explain(lambda: torch.ones(2) + 1)
+
+
+def test_callables_are_run_and_explained_by_what_they_called():
+    x = _x()
+    w = torch.randn(3, x.shape[-1], device="openreg", requires_grad=True)
+    e = openreg_lab.explain(torch.nn.functional.linear, x, w)
+    assert e.called == "torch._C._nn.linear" and e.operators == ("aten::linear",)
+    assert e.op == "aten::linear" and e.schema.startswith("aten::linear(Tensor input")
+    # linear decomposes (CompositeImplicitAutograd) at the autograd key; the recorder saw that path.
+    assert [s.key for s in e.steps] == ["AutogradPrivateUse1"]
+    assert e.steps[0].registered == "composite_implicit"
+    assert [c.op for c in e.calls if c.depth == 0] == ["aten::t", "aten::matmul"]
+    assert "aten::mm" in [c.op for c in e.calls]
+    # Tensor methods and torch functions are callables too; a lambda may call several operators.
+    assert openreg_lab.explain(torch.Tensor.add, x, x).op == "aten::add.Tensor"
+    assert openreg_lab.explain(torch.add, x, x).steps[-1].key == "PrivateUse1"
+    both = openreg_lab.explain(lambda: (x.cumsum(0), x * 2))
+    assert both.operators == ("aten::cumsum", "aten::mul.Tensor")
+    assert "it called aten::cumsum, aten::mul.Tensor" in repr(both)
 
 
 def test_a_failing_call_is_explained_with_its_error():

@@ -103,3 +103,16 @@ def test_the_checks_see_a_cycle_and_an_upward_import():
     }
     assert _upward(bad) == [("openreg_lab.recording.a", "openreg_lab.views.b")]
     assert _cycles(bad) == [["openreg_lab.recording.a", "openreg_lab.views.b", "openreg_lab.recording.a"]]
+
+
+def test_no_public_name_is_shadowed_by_a_module():
+    import importlib
+
+    for m in MODULES:
+        importlib.import_module(m)  # importing a submodule sets it as its package's attribute
+    for pkg in (openreg_lab, openreg_lab.views):
+        for name in pkg.__all__:
+            obj = getattr(pkg, name)
+            assert name == "views" or not isinstance(obj, type(openreg_lab)), (
+                f"{pkg.__name__}.{name} is a module"
+            )

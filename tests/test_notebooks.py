@@ -10,11 +10,10 @@ from typing import Any
 import nbformat
 import pytest
 from nbclient import NotebookClient
-from notebook_views import ALL_VIEW_CLASSES, NO_VIEWS, NOTEBOOKS, VIEWS, VIEWS_AVAILABLE
+from notebook_views import ALL_VIEW_CLASSES, NOTEBOOKS, VIEWS
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
-needs_views = pytest.mark.skipif(not VIEWS_AVAILABLE, reason=NO_VIEWS)
 by_name = pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 
 
@@ -79,7 +78,6 @@ def _view_classes(state: dict[str, Any], model_id: str) -> set[str]:
     return classes
 
 
-@needs_views
 @by_name
 def test_notebook_runs(path: Path):
     nb = nbformat.read(path, as_version=4)
@@ -105,7 +103,6 @@ def test_notebook_runs(path: Path):
     assert not missing, f"views not in the outputs: {sorted(missing)}"
 
 
-@needs_views
 @by_name
 def test_notebook_exercise_check_accepts_the_solution(path: Path):
     nb = nbformat.read(path, as_version=4)

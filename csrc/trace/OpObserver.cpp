@@ -58,11 +58,10 @@ struct OpInfo {
 
 // Note [Recorder time is not op time]
 // The first time a thread meets an operator the recorder reads its dispatch
-// table (tens of microseconds). That happens inside the enclosing ops' time,
-// so it is counted on this thread's overhead clock and taken out of the
-// duration of every event open around it: the first traced step reports the
-// same op times as the next.
-thread_local int64_t tls_overhead_ns = 0;
+// table. That time stays inside the enclosing ops' durations: taking it out of
+// a parent's duration but not out of its children's start times would let a
+// child end after its parent (the timeline would draw it outside its frame).
+// Events are real time; making first sight cheap is the way to shrink it.
 
 // Per thread: operator entries keyed by the address of their schema's name
 // (stable for the operator's life); filled the first time an op is seen.
@@ -72,7 +71,6 @@ OpInfo* op_info(const at::RecordFunction& fn) {
   OpInfo& info = it->second;
   const uint64_t epoch = dispatch_tables_epoch();
   if (inserted) {
-    const int64_t start = now_ns();
     info.op = fn.operator_name();
     if (info.op) {
       std::string full = info.op->name;
@@ -83,13 +81,10 @@ OpInfo* op_info(const at::RecordFunction& fn) {
       info.table = shared_table(*info.op, epoch);
       info.epoch = epoch;
     }
-    tls_overhead_ns += now_ns() - start;
   } else if (info.table != nullptr && (info.epoch != epoch || info.table->stale())) {
-    const int64_t start = now_ns();
     info.table = shared_table(*info.op, epoch);
     info.epoch = epoch;
     info.resolutions = {};
-    tls_overhead_ns += now_ns() - start;
   }
   return info.table != nullptr ? &info : nullptr;
 }
@@ -214,7 +209,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   }
   e.dur_ns = -1;  // until it ends: still -1 if the trace ends first
   e.start_ns = now_ns();
-  w->open.push_back({w.append(e), fn.handle(), tls_overhead_ns});
+  w->open.push_back({w.append(e), fn.handle()});
   return nullptr;
 }
 
@@ -231,7 +226,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
   w->open.pop_back();
   if (open.index >= 0) {
     Event& e = w->events[open.index];
-    e.dur_ns = end - e.start_ns - (tls_overhead_ns - open.excluded);
+    e.dur_ns = end - e.start_ns;
   }
 }
 

@@ -48,12 +48,10 @@ struct Options {
 };
 
 // An open Op or Backward event, matched to its end by the RecordFunction
-// handle. index is -1 when the event was dropped. excluded: the thread's
-// recorder-overhead clock when it opened (OpObserver.cpp).
+// handle. index is -1 when the event was dropped.
 struct OpenEvent {
   int32_t index;
   uint64_t handle;
-  int64_t excluded;
 };
 
 struct ThreadBuffer {

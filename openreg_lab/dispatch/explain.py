@@ -72,15 +72,26 @@ class Explanation:
     error: str | None = None  #: what the call raised when it was run, if anything
     #: the ``Trace`` of the run: its copies, casts and allocations too
     trace: Any = field(default=None, repr=False, compare=False)
+    #: for ``explain(callable, ...)``: the callable's name, and every operator it called itself
+    called: str | None = None
+    operators: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
-        lines = [f"explain {self.op}", f"  schema: {self.schema}"]
+        lines = []
+        if self.called is not None:
+            lines.append(
+                f"explain {self.called}: it called {', '.join(self.operators)}; the first, as recorded:"
+            )
+        lines += [f"explain {self.op}", f"  schema: {self.schema}"]
         if self.profile is not None:
             lines.append(f"  profile: {self.profile}")
-        lines.append(f"  keys from arguments: {', '.join(self.argument_keys) or '(none)'}")
-        lines.append(f"  thread-local included: {', '.join(self.tls_included) or '(none)'}")
-        lines.append(f"  thread-local excluded: {', '.join(self.tls_excluded) or '(none)'}")
-        lines.append(f"  dispatch key set: {', '.join(self.keys)}")
+        if self.called is None:
+            lines.append(f"  keys from arguments: {', '.join(self.argument_keys) or '(none)'}")
+            lines.append(f"  thread-local included: {', '.join(self.tls_included) or '(none)'}")
+            lines.append(f"  thread-local excluded: {', '.join(self.tls_excluded) or '(none)'}")
+            lines.append(f"  dispatch key set: {', '.join(self.keys)}")
+        else:
+            lines.append(f"  keys that handled the call (recorded): {' > '.join(self.keys) or '(none)'}")
         lines.append("  path:")
         width = max((len(s.key) for s in self.steps), default=0)
         for s in self.steps:
@@ -125,7 +136,7 @@ def _resolve_op(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch
         )
     raise TypeError(
         "explain takes an operator: an overload like torch.ops.aten.add.Tensor, a packet like "
-        f"torch.ops.aten.add, or a name like 'aten::add.Tensor'; got {type(op).__name__}"
+        f"torch.ops.aten.add, a name like 'aten::add.Tensor', or a callable; got {type(op).__name__}"
     )
 
 
@@ -278,12 +289,18 @@ def explain(op: Any, *args: Any, **kwargs: Any) -> Explanation:
 
     ``op`` is an overload (``torch.ops.aten.add.Tensor``), a packet (``torch.ops.aten.add``, the
     overload is chosen from the arguments as the dispatcher would) or a name (``"aten::add.Tensor"``).
+    It may also be any other callable (``torch.nn.functional.linear``, ``torch.Tensor.add``, a
+    lambda): it is run once under a trace, and the explanation is that of the first operator it
+    called, with the dispatch path the recorder saw (``Explanation.called`` names the callable and
+    ``Explanation.operators`` lists every operator it called).
     The dispatch key set is the union of the tensor arguments' keys plus the thread-local included
     keys, minus the thread-local excluded ones; each key is looked up in the operator's dispatch
     table, highest priority first. Raises ``ValueError`` for an unknown operator and ``TypeError``
     for arguments that do not match its schema; an exception raised by running the call is kept
     in ``Explanation.error`` instead.
     """
+    if callable(op) and not isinstance(op, (str, torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return _explain_callable(op, args, kwargs)
     overload = _resolve_op(op, args, kwargs)
     schema = overload._schema
     try:
@@ -313,4 +330,80 @@ def explain(op: Any, *args: Any, **kwargs: Any) -> Explanation:
         calls=tuple(calls),
         error=error,
         trace=observed,
+    )
+
+
+def _explain_callable(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Explanation:
+    """Run ``fn(*args, **kwargs)`` under a trace and explain the operators it called (see ``explain``)."""
+    from openreg_lab.recording.session import Trace
+
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+    module = getattr(fn, "__module__", None)
+    called = f"{module}.{name}" if module and module != "builtins" else str(name)
+    error = None
+    with Trace(record_shapes=True) as t:
+        try:
+            fn(*args, **kwargs)
+        except Exception as e:  # the explanation stands; the failure is part of it
+            error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    ev = t.events
+    ops_ev = ev[ev["kind"] == "op"]
+    top = ops_ev[ops_ev["parent"] == -1]
+    if top.empty:
+        raise ValueError(
+            f"explain: {called} called no operator on openreg"
+            + (f" (it raised {error})" if error else "")
+            + "; pass openreg tensors, or explain an operator by name, e.g. explain('aten::linear', x, w)"
+        )
+    first = top.iloc[0]
+    op_name = str(first["name"])
+    table = _table(op_name)
+    path = [k for k in (first["dispatch"] or "").split(" > ") if k]
+    steps = []
+    ops = _profiles.active_profile_ops()
+    resolution, kernel = _classify(op_name, ops)
+    for i, key in enumerate(path):
+        registered, source = table.get(key, ("missing", ""))
+        last = i == len(path) - 1
+        if registered == "fallthrough":
+            action = "passes through"
+        elif registered.startswith("composite"):
+            action = "decomposes into other operators"
+        elif last:
+            action = _OPENREG_ACTIONS.get(kernel, "runs") if key == "PrivateUse1" else "runs"
+        else:
+            action = "runs, then redispatches below"
+        steps.append(Step(key, registered, action, source))
+    ids = set(top["id"].tolist())
+    parent = dict(zip(ev["id"], ev["parent"], strict=True))
+    calls = []
+    root = int(first["id"])
+    for row in ops_ev.itertuples(index=False):
+        depth, up = 0, int(row.parent)
+        while up != -1 and up != root:
+            depth, up = depth + 1, int(parent[up])
+        if int(row.id) in ids or up != root:
+            continue
+        r, k = _classify(row.name, ops)
+        calls.append(Call(depth, row.name, r, k, row.kernel or ""))
+    try:
+        schema = str(_resolve_op(op_name, (), {})._schema)
+    except (ValueError, TypeError):
+        schema = ""
+    return Explanation(
+        op=op_name,
+        schema=schema,
+        argument_keys=(),
+        tls_included=_key_names(torch._C._dispatch_tls_local_include_set()),
+        tls_excluded=_key_names(torch._C._dispatch_tls_local_exclude_set()),
+        keys=tuple(path),
+        steps=tuple(steps),
+        resolution=resolution,
+        kernel=kernel,
+        profile=_profiles.get_profile(),
+        calls=tuple(calls),
+        error=error,
+        trace=t,
+        called=called,
+        operators=tuple(dict.fromkeys(top["name"].tolist())),
     )

@@ -7,7 +7,7 @@
     openreg_lab.views.CoverageView(profile="mps", trace=t)
     openreg_lab.views.DispatchExplorer("aten::linear")
 
-One module per view (``dashboard``, ``compare``, ``coverage_view``, ``dispatch_explorer``), the
+One module per view (``dashboard``, ``comparison``, ``coverage_view``, ``dispatch_explorer``), the
 pieces they share (``timeline`` with its level of detail ``lod``, ``table``, ``charts``,
 ``details``), the static HTML (``static``) and the report (``report``). Views take tables; the
 colours come from ``openreg_lab.theme``. Importing this package is cheap: ipywidgets and plotly
@@ -22,7 +22,7 @@ from openreg_lab.recording.session import install_renderer
 from openreg_lab.views._renderer import TraceRenderer
 
 if TYPE_CHECKING:
-    from openreg_lab.views.compare import CompareView, compare
+    from openreg_lab.views.comparison import CompareView, compare
     from openreg_lab.views.coverage_view import CoverageView
     from openreg_lab.views.dashboard import Dashboard
     from openreg_lab.views.dispatch_explorer import DispatchExplorer
@@ -31,8 +31,8 @@ install_renderer(TraceRenderer())
 
 _LAZY = {
     "Dashboard": "openreg_lab.views.dashboard",
-    "compare": "openreg_lab.views.compare",
-    "CompareView": "openreg_lab.views.compare",
+    "compare": "openreg_lab.views.comparison",
+    "CompareView": "openreg_lab.views.comparison",
     "CoverageView": "openreg_lab.views.coverage_view",
     "DispatchExplorer": "openreg_lab.views.dispatch_explorer",
 }

@@ -20,7 +20,9 @@ class TraceRenderer:
         """The dashboard's widget view, its static ``text/html`` and a one-line ``text/plain``."""
         return self.dashboard(trace)._repr_mimebundle_()
 
-    def write_html(self, trace: Any, path: str, title: str | None, run_info: Mapping[str, str] | None) -> None:
+    def write_html(
+        self, trace: Any, path: str, title: str | None, run_info: Mapping[str, str] | None
+    ) -> None:
         """The self-contained HTML report (``Trace.to_html``)."""
         from openreg_lab.dispatch.coverage import coverage
         from openreg_lab.views.report import write_report

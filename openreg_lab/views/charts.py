@@ -24,15 +24,19 @@ def fallbacks(fb: pd.DataFrame) -> go.Figure:
     """Fallbacks ranked by cost, each a bar split into copy to CPU, CPU compute and copy back."""
     fb = fb.head(TOP_FALLBACKS).iloc[::-1]  # the costliest at the top
     fig = go.Figure()
-    parts = [("copy to CPU", "copy_to_cpu_ns", "bytes_to_cpu"), ("CPU compute", "cpu_ns", None),
-             ("copy back", "copy_back_ns", "bytes_back")]  # fmt: skip
+    parts = [
+        ("copy to CPU", "copy_to_cpu_ns", "bytes_to_cpu"),
+        ("CPU compute", "cpu_ns", None),
+        ("copy back", "copy_back_ns", "bytes_back"),
+    ]
     for label, col, nbytes in parts:
         moved = fb[nbytes] if nbytes else pd.Series(0, index=fb.index)
         hover = [
-            f"{n}<br>{label}: {theme.format_ns(v)}" + (f", {theme.format_bytes(b)}" if nbytes else "")
+            f"{n}<br>{label}: {theme.format_ns(v)}"
+            + (f", {theme.format_bytes(b)}" if nbytes else "")
             + f"<br>{int(c)} calls; from {', '.join(s) if len(s) else 'unknown (trace with stack=True)'}"
             for n, v, b, c, s in zip(fb["name"], fb[col], moved, fb["calls"], fb["sources"], strict=True)
-        ]  # fmt: skip
+        ]
         fig.add_bar(
             y=fb["name"].tolist(),
             x=(fb[col] / 1e6).tolist(),
@@ -80,11 +84,14 @@ def dispatch_flow(flows: pd.DataFrame, weight: str = "calls") -> go.Figure:
                 "target": [index[t] for t in flows["target"]],
                 "value": values.tolist(),
                 "color": link_colors,
-                "customdata": [f"{c:,} calls, {theme.format_ns(t)}" for c, t in zip(flows["calls"], flows["time_ns"], strict=True)],
+                "customdata": [
+                    f"{c:,} calls, {theme.format_ns(t)}"
+                    for c, t in zip(flows["calls"], flows["time_ns"], strict=True)
+                ],
                 "hovertemplate": "%{source.label} → %{target.label}<br>%{customdata}<extra></extra>",
             },
         )
-    )  # fmt: skip
+    )
     fig.update_layout(
         **theme.plotly_layout(
             title={"text": f"Dispatch flow: where each call entered and what ran it (by {unit})", "x": 0},
@@ -117,20 +124,31 @@ def copies_and_casts(events: pd.DataFrame) -> go.Figure:
     )
     for d, color in theme.COPY_COLORS.items():
         fig.add_bar(
-            x=(ct["t_ns"] / 1e6).tolist(), y=ct[d].tolist(), name=d, marker_color=color, row=1, col=1,
+            x=(ct["t_ns"] / 1e6).tolist(),
+            y=ct[d].tolist(),
+            name=d,
+            marker_color=color,
+            row=1,
+            col=1,
             hovertemplate=d + " %{y:,} bytes at %{x:.2f} ms<extra></extra>",
-        )  # fmt: skip
+        )
     if len(casts):
         pair = casts["from_dtype"].astype(str) + "→" + casts["to_dtype"].astype(str)
         for p in pair.unique():
             mine = casts[pair == p]
             fig.add_bar(
-                x=mine["op"].tolist(), y=mine["bytes"].tolist(), name=p, row=2, col=1,
-                marker_color=theme.CAST_COLOR if p.endswith("bfloat16") or p.endswith("float16") else "#9d4edd",
+                x=mine["op"].tolist(),
+                y=mine["bytes"].tolist(),
+                name=p,
+                row=2,
+                col=1,
+                marker_color=theme.CAST_COLOR
+                if p.endswith("bfloat16") or p.endswith("float16")
+                else "#9d4edd",
                 customdata=np.stack([mine["casts"], mine["cache_hits"]], axis=1).tolist(),
                 hovertemplate="%{x} " + p + ": %{y:,} bytes in %{customdata[0]} casts, "
                 "%{customdata[1]} cache hits<extra></extra>",
-            )  # fmt: skip
+            )
     fig.update_layout(**theme.plotly_layout(barmode="stack", height=520, bargap=0.05))
     fig.update_xaxes(title_text="ms", row=1, col=1)
     fig.update_yaxes(title_text="bytes", row=1, col=1)
@@ -148,19 +166,32 @@ def memory(events: pd.DataFrame, pyramid: Pyramid, px: int = 1200) -> go.Figure:
         ops = [names[owner[e]] if owner[e] >= 0 else "(outside any op)" for e in np.asarray(w["event"])]
         device = str(w["device"])
         fig.add_scatter(
-            x=(np.asarray(w["t"]) / 1e6).tolist(), y=np.asarray(w["last"]).tolist(), mode="lines",
-            line_shape="hv", name=device, line_color=[theme.MEMORY_COLOR, "#2a9d8f", "#8ab17d"][k % 3],
-            customdata=ops, hovertemplate="%{y:,} bytes at %{x:.3f} ms<br>%{customdata}<extra>" + device + "</extra>",
-        )  # fmt: skip
+            x=(np.asarray(w["t"]) / 1e6).tolist(),
+            y=np.asarray(w["last"]).tolist(),
+            mode="lines",
+            line_shape="hv",
+            name=device,
+            line_color=[theme.MEMORY_COLOR, "#2a9d8f", "#8ab17d"][k % 3],
+            customdata=ops,
+            hovertemplate="%{y:,} bytes at %{x:.3f} ms<br>%{customdata}<extra>" + device + "</extra>",
+        )
     for p in peaks.itertuples(index=False):
         fig.add_scatter(
-            x=[p.t_ns / 1e6], y=[p.peak_bytes], mode="markers+text", marker={"color": theme.MARK_COLOR, "size": 9},
-            text=[f"peak {theme.format_bytes(p.peak_bytes)}"], textposition="top center", showlegend=False,
+            x=[p.t_ns / 1e6],
+            y=[p.peak_bytes],
+            mode="markers+text",
+            marker={"color": theme.MARK_COLOR, "size": 9},
+            text=[f"peak {theme.format_bytes(p.peak_bytes)}"],
+            textposition="top center",
+            showlegend=False,
             hovertemplate=f"peak on {p.device}: {p.peak_bytes:,} bytes<br>allocated by {p.op}<extra></extra>",
-        )  # fmt: skip
+        )
     fig.update_layout(
         **theme.plotly_layout(
-            title={"text": "Device memory allocated", "x": 0}, height=320, xaxis_title="ms", yaxis_title="bytes"
+            title={"text": "Device memory allocated", "x": 0},
+            height=320,
+            xaxis_title="ms",
+            yaxis_title="bytes",
         )
     )
     return fig

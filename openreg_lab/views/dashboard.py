@@ -69,21 +69,34 @@ class Dashboard(w.VBox):
             devices=devices,
             sort=("total_ns", False),
         )
-        self.details = w.HTML(details_html(None), layout=w.Layout(width="40%", overflow="auto", max_height="420px"))
+        self.details = w.HTML(
+            details_html(None),
+            layout=w.Layout(width="38%", overflow="auto", max_height="420px", padding="0 0 0 8px"),
+        )
         self.details.add_class("openreg-details")
-        self.chart_tabs = w.ToggleButtons(options=CHARTS, value=CHARTS[0], style={"button_width": "120px"})
-        self.weight = w.ToggleButtons(options=["calls", "time"], value="calls", style={"button_width": "60px"})
+        # With no fallback to rank, the signature view comes first.
+        first = CHARTS[0] if len(self.fallbacks) else "Dispatch flow"
+        self.chart_tabs = w.ToggleButtons(options=CHARTS, value=first, style={"button_width": "120px"})
+        self.weight = w.ToggleButtons(
+            options=["calls", "time"], value="calls", style={"button_width": "60px"}
+        )
         self.weight.tooltips = ["Sankey weighted by number of calls", "Sankey weighted by time"]
         self.flow_pick = w.Dropdown(
             options=[("filter the op table by a flow…", None)]
-            + [(f"{s} → {t} ({c:,} calls)", (s, t)) for s, t, c in self.flows[["source", "target", "calls"]].itertuples(index=False)],
+            + [
+                (f"{s} → {t} ({c:,} calls)", (s, t))
+                for s, t, c in self.flows[["source", "target", "calls"]].itertuples(index=False)
+            ],
             layout=w.Layout(width="420px"),
-        )  # fmt: skip
-        self.savings = w.HTML(f"<div class='openreg-savings'>{html.escape(tables.savings_sentence(events))}</div>")
+        )
+        self.savings = w.HTML(
+            f"<div class='openreg-savings'>{html.escape(tables.savings_sentence(self.fallbacks))}</div>"
+        )
         self.figure = _figure_widget()
         self.figure.add_class("openreg-chart")
-        self._show_chart(CHARTS[0])
+        self._show_chart(first)
         self._wire()
+        self.table.layout = w.Layout(width="62%")
         top = w.HBox([self.table, self.details], layout=w.Layout(width="100%"))
         controls = w.HBox([self.chart_tabs, self.weight, self.flow_pick])
         super().__init__([self.header, self.timeline, top, controls, self.savings, self.figure])

@@ -41,7 +41,9 @@ def details_html(d: dict[str, Any] | None, note: str = "") -> str:
     if d["shapes"] is not None:
         args = ", ".join(f"{e(str(t))}{list(s)}" for s, t in zip(d["shapes"], d["dtypes"], strict=True))
         parts.append(f"<div><b>arguments</b> <code>{args}</code></div>")
-    parts.append(f"<div><b>source</b> <code>{e(d['source'] or 'unknown (trace with stack=True)')}</code></div>")
+    parts.append(
+        f"<div><b>source</b> <code>{e(d['source'] or 'unknown (trace with stack=True)')}</code></div>"
+    )
     if d["forward"] is not None:
         f = d["forward"]
         parts.append(
@@ -53,10 +55,12 @@ def details_html(d: dict[str, Any] | None, note: str = "") -> str:
             extra = f", {theme.format_bytes(c['bytes'])}" if c["bytes"] else ""
             kernel = f" [{e(c['kernel'])}]" if c["kernel"] else ""
             items.append(
-                f"<li>{e(c['kind'])}: {e(c['name'])}{kernel} · {theme.format_ns(max(c['dur_ns'], 0))}{extra}</li>"
+                f"<li>{e(c['kind'])}: {e(c['name'])}{kernel} · "
+                f"{theme.format_ns(max(c['dur_ns'], 0))}{extra}</li>"
             )
         more = f"<li>… and {len(d['children']) - 40} more</li>" if len(d["children"]) > 40 else ""
         parts.append(
-            f"<div><b>children</b> ({len(d['children'])})<ul style='margin:2px 0 0 0'>{''.join(items)}{more}</ul></div>"
+            f"<div><b>children</b> ({len(d['children'])})"
+            f"<ul style='margin:2px 0 0 0'>{''.join(items)}{more}</ul></div>"
         )
-    return "<div style='line-height:1.6'>" + "".join(parts) + "</div>"
+    return "<div style='line-height:1.6;overflow-wrap:anywhere'>" + "".join(parts) + "</div>"

@@ -26,8 +26,17 @@ TOP_BUCKETS = 2048
 RAW_LIMIT = 12_000
 #: Colour codes of the slices: index into ``PALETTE``.
 COLOR_KEYS = (
-    "native", "fallback", "composite", "generic", "other", "backward", "H2D", "D2H", "D2D", "cast",
-)  # fmt: skip
+    "native",
+    "fallback",
+    "composite",
+    "generic",
+    "other",
+    "backward",
+    "H2D",
+    "D2H",
+    "D2D",
+    "cast",
+)
 PALETTE = [
     *(theme.KERNEL_COLORS[k] for k in ("native", "fallback", "composite", "generic")),
     theme.OTHER_COLOR,
@@ -98,7 +107,9 @@ class Pyramid:
     """The timeline's rows, slices, counters and marks of one events table, with its LOD levels."""
 
     def __init__(self, events: pd.DataFrame) -> None:
-        kind = events["kind"].to_numpy()
+        # Compare small integer codes, not strings: a million string comparisons cost ~30 ms each.
+        kind = _Codes(events["kind"].to_numpy())
+        names = _Codes(events["name"].to_numpy())
         n = len(events)
         start = events["start_ns"].to_numpy().astype(np.int64)
         dur = events["dur_ns"].to_numpy().astype(np.int64)
@@ -106,10 +117,9 @@ class Pyramid:
         # A slice still running when the trace ended (dur -1) is drawn to the end of the trace.
         dur = np.where(dur < 0, np.maximum(self.span - start, 0), dur)
         parent = events["parent"].to_numpy().astype(np.int64)
-        is_slice = np.isin(kind, _SLICE_KINDS)
+        is_slice = kind.isin(_SLICE_KINDS)
         depth = _depth(parent, is_slice)
         thread = events["thread"].to_numpy().astype(np.int64)
-        names = events["name"].to_numpy()
         rows: list[Row] = []
         row_of = np.full(n, -1, dtype=np.int64)
         for t in np.unique(thread[is_slice]):
@@ -117,18 +127,18 @@ class Pyramid:
             for d in range(int(depth[mine].max()) + 1):
                 row_of[mine & (depth == d)] = len(rows)
                 rows.append(Row(f"thread {int(t)}", d))
-        is_copy = kind == "copy"
+        is_copy = kind.eq("copy")
         for direction in ("H2D", "D2H", "D2D"):
-            mine = is_copy & (names == direction)
+            mine = is_copy & names.eq(direction)
             if mine.any():
                 row_of[mine] = len(rows)
                 rows.append(Row(f"copies {direction}", 0))
-        is_cast = kind == "cast"
+        is_cast = kind.eq("cast")
         if is_cast.any():
             row_of[is_cast] = len(rows)
             rows.append(Row("casts", 0))
         self.rows = rows
-        self.color = _colors(kind, events["kernel"].to_numpy(), names)
+        self.color = _colors(kind, _Codes(events["kernel"].to_numpy()), names)
         drawn = np.flatnonzero(row_of >= 0)
         order = drawn[np.lexsort((start[drawn], row_of[drawn]))]
         self.slice_count = len(order)
@@ -139,8 +149,10 @@ class Pyramid:
         ]
         self._build_levels(len(rows))
         self.counters = _counters(events, kind)
-        is_mark = kind == "mark"
-        self.marks = list(zip(start[is_mark].tolist(), names[is_mark].tolist(), strict=True))
+        is_mark = kind.eq("mark")
+        self.marks = list(
+            zip(start[is_mark].tolist(), events["name"].to_numpy()[is_mark].tolist(), strict=True)
+        )
 
     def _build_levels(self, nrows: int) -> None:
         raw = self.levels[0]
@@ -208,16 +220,35 @@ def _depth(parent: np.ndarray, is_slice: np.ndarray) -> np.ndarray:
         up[live] = parent[up[live]]
 
 
-def _colors(kind: np.ndarray, kernel: np.ndarray, names: np.ndarray) -> np.ndarray:
+class _Codes:
+    """A column of labels as integer codes, for fast equality tests."""
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.codes, uniques = pd.factorize(values, use_na_sentinel=False)
+        self.index = {u: i for i, u in enumerate(uniques) if isinstance(u, str)}
+
+    def eq(self, label: str) -> np.ndarray:
+        """A mask of the rows equal to ``label``."""
+        code = self.index.get(label)
+        return self.codes == code if code is not None else np.zeros(len(self.codes), dtype=bool)
+
+    def isin(self, labels: tuple[str, ...]) -> np.ndarray:
+        """A mask of the rows equal to any of ``labels``."""
+        return np.isin(self.codes, [self.index[x] for x in labels if x in self.index])
+
+
+def _colors(kind: _Codes, kernel: _Codes, names: _Codes) -> np.ndarray:
     code = {k: i for i, k in enumerate(COLOR_KEYS)}
-    out = np.full(len(kind), code["other"], dtype=np.uint8)
+    out = np.full(len(kind.codes), code["other"], dtype=np.uint8)
+    is_op = kind.eq("op")
     for k in ("native", "fallback", "composite", "generic"):
-        out[(kind == "op") & (kernel == k)] = code[k]
-    out[kind == "fallback"] = code["fallback"]
-    out[kind == "backward"] = code["backward"]
+        out[is_op & kernel.eq(k)] = code[k]
+    out[kind.eq("fallback")] = code["fallback"]
+    out[kind.eq("backward")] = code["backward"]
+    is_copy = kind.eq("copy")
     for d in ("H2D", "D2H", "D2D"):
-        out[(kind == "copy") & (names == d)] = code[d]
-    out[kind == "cast"] = code["cast"]
+        out[is_copy & names.eq(d)] = code[d]
+    out[kind.eq("cast")] = code["cast"]
     return out
 
 
@@ -272,8 +303,8 @@ def _in_window_count(lvl: Level, t0: float, t1: float) -> int:
     return int(lvl.count[_window(lvl, t0, t1)].sum())
 
 
-def _counters(events: pd.DataFrame, kind: np.ndarray) -> list[Counter]:
-    mem = np.flatnonzero((kind == "alloc") | (kind == "free"))
+def _counters(events: pd.DataFrame, kind: _Codes) -> list[Counter]:
+    mem = np.flatnonzero(kind.isin(("alloc", "free")))
     out = []
     device = events["device"].to_numpy()[mem]
     for dev in sorted({d for d in device if isinstance(d, str)}):
@@ -298,7 +329,8 @@ def _counter_window(c: Counter, t0: float, t1: float, px: int) -> dict[str, np.n
     if len(t) <= 2 * px:
         return {"device": c.device, "t": t, "min": v, "max": v, "last": v, "event": ev}
     width = (t1 - t0) / (2 * px)
-    b = ((t - t0) // width).astype(np.int64)
+    # The change before the window (its value when the window opens) joins the first bucket.
+    b = np.clip((t - t0) // width, 0, 2 * px - 1).astype(np.int64)
     first = np.flatnonzero(np.r_[True, b[1:] != b[:-1]])
     last = np.r_[first[1:] - 1, len(b) - 1]
     return {

@@ -49,18 +49,20 @@ def report_html(
         "dropped events": f"{dropped:,}" + (" (totals miss them)" if dropped else ""),
         **dict(run_info or {}),
     }
+    fallbacks = tables.fallback_costs(events)
     figs = [
-        ("Fallbacks", charts.fallbacks(tables.fallback_costs(events))),
+        ("Fallbacks", charts.fallbacks(fallbacks)),
         ("Dispatch flow", charts.dispatch_flow(tables.dispatch_flows(events))),
         ("Copies and casts", charts.copies_and_casts(events)),
         ("Memory", charts.memory(events, pyramid)),
     ]
     chart_html = []
+    fb = fallbacks
     for i, (name, fig) in enumerate(figs):
         div = pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=f"chart{i}")
         chart_html.append(f"<section><h2>{html.escape(name)}</h2>{div}</section>")
         if name == "Fallbacks":
-            chart_html.append(static.fallback_bars_html(tables.fallback_costs(events), tables.savings_sentence(events)))
+            chart_html.append(static.fallback_bars_html(fb, tables.savings_sentence(fb)))
     levels, kept = _timeline_levels(pyramid, events)
     model = {
         "rows": rows_of(pyramid),
@@ -83,18 +85,28 @@ def report_html(
     cov = ""
     if coverage is not None:
         ran = coverage[coverage["hits"] > 0].sort_values("time_ns", ascending=False)
-        cov = "<section><h2>Coverage of the ops that ran</h2>" + static.table_html(
-            ran,
-            [("name", "op", "text"), ("resolution", "resolution", "text"), ("kernel", "kernel", "text"),
-             ("hits", "calls", "int"), ("time_ns", "time", "ns")],  # fmt: skip
-            max_rows=200,
-        ) + "</section>"
+        cov = (
+            "<section><h2>Coverage of the ops that ran</h2>"
+            + static.table_html(
+                ran,
+                [
+                    ("name", "op", "text"),
+                    ("resolution", "resolution", "text"),
+                    ("kernel", "kernel", "text"),
+                    ("hits", "calls", "int"),
+                    ("time_ns", "time", "ns"),
+                ],
+                max_rows=200,
+            )
+            + "</section>"
+        )
     detail_note = (
         f"The timeline keeps {kept:,} drawn items for {pyramid.slice_count:,} slices: events are aggregated "
         "per time bucket and row (the longest slice of each is drawn); zoom in for finer levels."
     )
     info_rows = "".join(
-        f"<tr><th style='{static._TH}'>{html.escape(k)}</th><td style='{static._TD}'>{html.escape(str(v))}</td></tr>"
+        f"<tr><th style='{static._TH}'>{html.escape(k)}</th>"
+        f"<td style='{static._TD}'>{html.escape(str(v))}</td></tr>"
         for k, v in info.items()
     )
     return f"""<!DOCTYPE html>
@@ -107,14 +119,38 @@ h1{{font-size:20px}} h2{{font-size:15px;margin-top:22px}} section{{margin-bottom
 {static.header_html(events, dropped=dropped, capacity=capacity)}
 <section><h2>Timeline</h2><div id="timeline" style="width:100%"></div>
 <div style="color:#555">{html.escape(detail_note)}</div></section>
-<section><h2>Ops</h2>{static.table_html(ops, [("name", "op", "text"), ("device", "device", "text"),
-    ("kernel", "ran", "text"), ("calls", "calls", "int"), ("fallback", "fell back", "int"),
-    ("total_ns", "total", "ns"), ("self_ns", "self", "ns"), ("bytes_copied", "copied", "bytes"),
-    ("path", "dispatch path", "text")], max_rows=200)}</section>
+<section><h2>Ops</h2>{
+        static.table_html(
+            ops,
+            [
+                ("name", "op", "text"),
+                ("device", "device", "text"),
+                ("kernel", "ran", "text"),
+                ("calls", "calls", "int"),
+                ("fallback", "fell back", "int"),
+                ("total_ns", "total", "ns"),
+                ("self_ns", "self", "ns"),
+                ("bytes_copied", "copied", "bytes"),
+                ("path", "dispatch path", "text"),
+            ],
+            max_rows=200,
+        )
+    }</section>
 {"".join(chart_html)}
-<section><h2>Autocast casts</h2>{static.table_html(tables.cast_table(events), [("op", "op", "text"),
-    ("from_dtype", "from", "text"), ("to_dtype", "to", "text"), ("casts", "casts", "int"),
-    ("bytes", "bytes", "bytes"), ("cache_hits", "cache hits", "int")], max_rows=100)}</section>
+<section><h2>Autocast casts</h2>{
+        static.table_html(
+            tables.cast_table(events),
+            [
+                ("op", "op", "text"),
+                ("from_dtype", "from", "text"),
+                ("to_dtype", "to", "text"),
+                ("casts", "casts", "int"),
+                ("bytes", "bytes", "bytes"),
+                ("cache_hits", "cache hits", "int"),
+            ],
+            max_rows=100,
+        )
+    }</section>
 {cov}
 <script type="module">
 {_static_model_js()}

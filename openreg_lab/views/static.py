@@ -52,7 +52,9 @@ def header_html(events: pd.DataFrame, *, dropped: int = 0, capacity: int | None 
     )
 
 
-def table_html(frame: pd.DataFrame, columns: Sequence[tuple[str, str, str]], *, max_rows: int = MAX_ROWS) -> str:
+def table_html(
+    frame: pd.DataFrame, columns: Sequence[tuple[str, str, str]], *, max_rows: int = MAX_ROWS
+) -> str:
     """``frame`` as an HTML table of ``(key, label, fmt)`` columns; long tables say how many rows are cut."""
     head = "".join(f"<th style='{_TH}'>{html.escape(label)}</th>" for _, label, _ in columns)
     body = []
@@ -62,7 +64,8 @@ def table_html(frame: pd.DataFrame, columns: Sequence[tuple[str, str, str]], *, 
         body.append(f"<tr>{cells}</tr>")
     more = ""
     if len(frame) > max_rows:
-        more = f"<div style='color:#666'>… {len(frame) - max_rows:,} more rows (open the live view or the report)</div>"
+        cut = len(frame) - max_rows
+        more = f"<div style='color:#666'>… {cut:,} more rows (open the live view or the report)</div>"
     return f"<table style='{_TABLE}'><tr>{head}</tr>{''.join(body)}</table>{more}"
 
 
@@ -92,12 +95,17 @@ def fallback_bars_html(fb: pd.DataFrame, sentence: str) -> str:
         segs = "".join(
             f"<span title='{label}: {theme.format_ns(v)}' style='display:inline-block;height:12px;"
             f"width:{max(v / top * 360, 0):.1f}px;background:{theme.FALLBACK_PART_COLORS[label]}'></span>"
-            for label, v in (("copy to CPU", r.copy_to_cpu_ns), ("CPU compute", r.cpu_ns), ("copy back", r.copy_back_ns))
-        )  # fmt: skip
+            for label, v in (
+                ("copy to CPU", r.copy_to_cpu_ns),
+                ("CPU compute", r.cpu_ns),
+                ("copy back", r.copy_back_ns),
+            )
+        )
         src = html.escape(", ".join(r.sources) or "source unknown (trace with stack=True)")
         rows.append(
             f"<div style='font:12px system-ui,sans-serif;margin:2px 0'><code>{html.escape(r.name)}</code> "
-            f"{int(r.calls)} calls, {theme.format_ns(r.total_ns)}, {theme.format_bytes(r.bytes_to_cpu + r.bytes_back)} "
+            f"{int(r.calls)} calls, {theme.format_ns(r.total_ns)}, "
+            f"{theme.format_bytes(r.bytes_to_cpu + r.bytes_back)} "
             f"moved<br>{segs} <span style='color:#666'>{src}</span></div>"
         )
     legend = " ".join(
@@ -115,18 +123,29 @@ def timeline_svg(pyramid: Pyramid, width: int = 900) -> str:
     span = max(pyramid.span, 1)
     xs = gutter + q.start / span * (width - gutter)
     ws = np.maximum(q.dur / span * (width - gutter), 0.6)
-    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{h}' style='font:10px sans-serif'>"]
+    parts = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{h}' style='font:10px sans-serif'>"
+    ]
     for i, r in enumerate(pyramid.rows):
         if r.depth == 0:
             parts.append(f"<text x='2' y='{18 + i * row_h + 10}'>{html.escape(r.lane)}</text>")
     colors = pyramid.color[q.event]
     for x, wd, row, c in zip(xs.tolist(), ws.tolist(), q.row.tolist(), colors.tolist(), strict=True):
-        parts.append(f"<rect x='{x:.1f}' y='{18 + row * row_h + 1}' width='{wd:.1f}' height='{row_h - 2}' fill='{PALETTE[c]}'/>")
+        parts.append(
+            f"<rect x='{x:.1f}' y='{18 + row * row_h + 1}' width='{wd:.1f}' height='{row_h - 2}' "
+            f"fill='{PALETTE[c]}'/>"
+        )
     for t, name in pyramid.marks:
         x = gutter + t / span * (width - gutter)
-        parts.append(f"<line x1='{x:.1f}' x2='{x:.1f}' y1='0' y2='{h}' stroke='{theme.MARK_COLOR}' stroke-dasharray='3 2'/>")
+        parts.append(
+            f"<line x1='{x:.1f}' x2='{x:.1f}' y1='0' y2='{h}' stroke='{theme.MARK_COLOR}' "
+            "stroke-dasharray='3 2'/>"
+        )
         parts.append(f"<text x='{x + 2:.1f}' y='10' fill='{theme.MARK_COLOR}'>{html.escape(name)}</text>")
-    parts.append(f"<text x='{gutter}' y='10' fill='#555'>0</text><text x='{width - 60}' y='10' fill='#555'>{theme.format_ns(span)}</text>")
+    parts.append(
+        f"<text x='{gutter}' y='10' fill='#555'>0</text>"
+        f"<text x='{width - 60}' y='10' fill='#555'>{theme.format_ns(span)}</text>"
+    )
     parts.append("</svg>")
     note = ""
     if q.aggregated:
@@ -144,23 +163,59 @@ def dashboard_html(events: pd.DataFrame, *, dropped: int = 0, capacity: int | No
     flows = tables.dispatch_flows(events)
     casts = tables.cast_table(events)
     peaks = tables.memory_peaks(events)
+    fb = tables.fallback_costs(events)
     sections = [
         header_html(events, dropped=dropped, capacity=capacity),
         timeline_svg(pyramid),
         "<h4>Ops</h4>",
-        table_html(ops, [("name", "op", "text"), ("device", "device", "text"), ("kernel", "ran", "text"),
-                         ("calls", "calls", "int"), ("total_ns", "total", "ns"), ("self_ns", "self", "ns"),
-                         ("bytes_copied", "copied", "bytes"), ("path", "dispatch path", "text")]),  # fmt: skip
+        table_html(
+            ops,
+            [
+                ("name", "op", "text"),
+                ("device", "device", "text"),
+                ("kernel", "ran", "text"),
+                ("calls", "calls", "int"),
+                ("total_ns", "total", "ns"),
+                ("self_ns", "self", "ns"),
+                ("bytes_copied", "copied", "bytes"),
+                ("path", "dispatch path", "text"),
+            ],
+        ),
         "<h4>Fallbacks</h4>",
-        fallback_bars_html(tables.fallback_costs(events), tables.savings_sentence(events)),
+        fallback_bars_html(fb, tables.savings_sentence(fb)),
         "<h4>Dispatch flow</h4>",
-        table_html(flows, [("source", "from", "text"), ("target", "to", "text"), ("calls", "calls", "int"),
-                           ("time_ns", "time", "ns")]),  # fmt: skip
+        table_html(
+            flows,
+            [
+                ("source", "from", "text"),
+                ("target", "to", "text"),
+                ("calls", "calls", "int"),
+                ("time_ns", "time", "ns"),
+            ],
+        ),
         "<h4>Autocast casts</h4>",
-        table_html(casts, [("op", "op", "text"), ("from_dtype", "from", "text"), ("to_dtype", "to", "text"),
-                           ("casts", "casts", "int"), ("bytes", "bytes", "bytes"), ("cache_hits", "cache hits", "int")]),  # fmt: skip
+        table_html(
+            casts,
+            [
+                ("op", "op", "text"),
+                ("from_dtype", "from", "text"),
+                ("to_dtype", "to", "text"),
+                ("casts", "casts", "int"),
+                ("bytes", "bytes", "bytes"),
+                ("cache_hits", "cache hits", "int"),
+            ],
+        ),
         "<h4>Memory</h4>",
-        table_html(peaks, [("device", "device", "text"), ("peak_bytes", "peak", "bytes"), ("t_ns", "at", "ns"),
-                           ("op", "allocated by", "text")]),  # fmt: skip
+        table_html(
+            peaks,
+            [
+                ("device", "device", "text"),
+                ("peak_bytes", "peak", "bytes"),
+                ("t_ns", "at", "ns"),
+                ("op", "allocated by", "text"),
+            ],
+        ),
     ]
-    return "<div class='openreg-static' style='font:12px system-ui,sans-serif'>" + "".join(sections) + "</div>"
+    return (
+        "<div class='openreg-static' style='font:12px system-ui,sans-serif'>" + "".join(sections) + "</div>"
+    )

@@ -34,9 +34,17 @@ class Column:
 Filter = Callable[..., pd.DataFrame]
 
 
-def substring_filter(frame: pd.DataFrame, *, name: str = "", kernel: str = "", device: str = "",
-                     flow: Any = None, name_column: str = "name", kernel_column: str = "kernel",
-                     device_column: str = "device") -> pd.DataFrame:  # fmt: skip
+def substring_filter(
+    frame: pd.DataFrame,
+    *,
+    name: str = "",
+    kernel: str = "",
+    device: str = "",
+    flow: Any = None,
+    name_column: str = "name",
+    kernel_column: str = "kernel",
+    device_column: str = "device",
+) -> pd.DataFrame:
     """Rows whose ``name_column`` contains ``name`` and whose kernel / device columns equal the
     filters (a filter that is empty keeps every row)."""
     keep = np.ones(len(frame), dtype=bool)

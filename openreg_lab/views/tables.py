@@ -6,6 +6,7 @@ widgets, the static HTML and the report draw what these return and nothing else.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -16,53 +17,75 @@ from openreg_lab.recording import analysis
 
 KERNEL_KINDS = ("native", "fallback", "composite", "generic")
 OP_COLUMNS = [
-    "name", "device", "calls", "native", "fallback", "composite", "generic", "kernel", "total_ns",
-    "self_ns", "bytes_copied", "path",
-]  # fmt: skip
+    "name",
+    "device",
+    "calls",
+    "native",
+    "fallback",
+    "composite",
+    "generic",
+    "kernel",
+    "total_ns",
+    "self_ns",
+    "bytes_copied",
+    "path",
+]
 #: The Sankey's terminal nodes: what finally ran a call.
 RAN = {k: f"ran {k}" for k in (*KERNEL_KINDS, "unknown")}
+#: The Sankey's first node: every call, flowing into the dispatch key that received it.
+ALL_CALLS = "all calls"
 
 
 def op_table(events: pd.DataFrame) -> pd.DataFrame:
     """One row per op name and device: calls by kernel kind, the main ``kernel``, time, bytes copied
     (by the copies the op caused) and its most frequent dispatch ``path``; by total time."""
-    ops = events[events["kind"] == "op"]
-    if ops.empty:
+    is_op = (events["kind"] == "op").to_numpy()
+    if not is_op.any():
         return pd.DataFrame(columns=OP_COLUMNS)
-    self_ns = analysis.self_time(events)[ops.index]
-    copies = events[events["kind"] == "copy"]
-    owner = analysis.nearest_op(events)[copies.index]
+    self_ns = analysis.self_time(events)[is_op]
+    is_copy = (events["kind"] == "copy").to_numpy()
+    owner = analysis.nearest_op(events)[is_copy]
     copied = np.zeros(len(events), dtype=np.int64)
-    np.add.at(copied, owner[owner >= 0], copies["bytes"].to_numpy()[owner >= 0])
-    frame = pd.DataFrame(
+    np.add.at(copied, owner[owner >= 0], events["bytes"].to_numpy()[is_copy][owner >= 0])
+    # Group with integer codes (factorize once per column): pandas' string groupby is the slow part.
+    name_code, names = pd.factorize(events["name"].to_numpy()[is_op])
+    dev_code, devs = pd.factorize(events["device"].to_numpy()[is_op], use_na_sentinel=False)
+    kern_code, kerns = pd.factorize(events["kernel"].to_numpy()[is_op], use_na_sentinel=False)
+    path_code, paths = pd.factorize(events["dispatch"].to_numpy()[is_op], use_na_sentinel=False)
+    group = np.unique(name_code * len(devs) + dev_code, return_inverse=True)[1]
+    ngroups = int(group.max()) + 1
+    dur = np.maximum(events["dur_ns"].to_numpy()[is_op].astype(np.int64), 0)
+    out = pd.DataFrame(
         {
-            "name": ops["name"],
-            "device": ops["device"].fillna("-"),
-            "kernel": ops["kernel"].fillna("unknown"),
-            "total_ns": ops["dur_ns"].clip(lower=0),
-            "self_ns": self_ns,
-            "bytes_copied": copied[ops.index],
-            "path": ops["dispatch"].fillna(""),
+            "calls": np.bincount(group, minlength=ngroups),
+            "total_ns": np.bincount(group, weights=dur, minlength=ngroups).astype(np.int64),
+            "self_ns": np.bincount(group, weights=self_ns, minlength=ngroups).astype(np.int64),
+            "bytes_copied": np.bincount(group, weights=copied[is_op], minlength=ngroups).astype(np.int64),
         }
     )
+    kern_names = [k if isinstance(k, str) else "unknown" for k in kerns]
+    per_kernel = np.zeros((ngroups, len(kerns)), dtype=np.int64)
+    np.add.at(per_kernel, (group, kern_code), 1)
     for k in KERNEL_KINDS:
-        frame[k] = (frame["kernel"] == k).astype(np.int64)
-    keys = ["name", "device"]
-    out = frame.groupby(keys, sort=False).agg(
-        calls=("name", "size"),
-        **{k: (k, "sum") for k in KERNEL_KINDS},
-        total_ns=("total_ns", "sum"),
-        self_ns=("self_ns", "sum"),
-        bytes_copied=("bytes_copied", "sum"),
-    )
-    out["kernel"] = frame.groupby(keys, sort=False)["kernel"].agg(_most_common)
-    out["path"] = frame.groupby(keys, sort=False)["path"].agg(_most_common)
-    out = out.reset_index()
+        out[k] = per_kernel[:, kern_names.index(k)] if k in kern_names else 0
+    out["kernel"] = np.array(kern_names, dtype=object)[per_kernel.argmax(axis=1)]
+    out["path"] = [p if isinstance(p, str) else "" for p in paths[_mode(group, path_code, ngroups)]]
+    rep = np.zeros(ngroups, dtype=np.int64)
+    rep[group] = np.arange(len(group))  # any member of each group names it
+    out["name"] = names[name_code[rep]]
+    out["device"] = [d if isinstance(d, str) else "-" for d in devs[dev_code[rep]]]
     return out.sort_values(["total_ns", "name"], ascending=[False, True], ignore_index=True)[OP_COLUMNS]
 
 
-def _most_common(s: pd.Series) -> str:
-    return str(s.value_counts().index[0])
+def _mode(group: np.ndarray, code: np.ndarray, ngroups: int) -> np.ndarray:
+    """Per group, the most frequent ``code``."""
+    pair, counts = np.unique(group.astype(np.int64) * (int(code.max()) + 1) + code, return_counts=True)
+    g, c = pair // (int(code.max()) + 1), pair % (int(code.max()) + 1)
+    order = np.lexsort((-counts, g))
+    first = order[np.r_[True, g[order][1:] != g[order][:-1]]]
+    out = np.zeros(ngroups, dtype=np.int64)
+    out[g[first]] = c[first]
+    return out
 
 
 def filter_ops(
@@ -96,38 +119,35 @@ def _steps(path: str, kernel: str) -> list[str]:
 
 
 def _on_link(path: str, kernel: str, flow: tuple[str, str]) -> bool:
-    steps = _steps(path, kernel)
-    return any((a, b) == flow for a, b in zip(steps, steps[1:], strict=False)) or (
-        flow[0] == flow[1] == steps[0]
-    )
+    steps = [ALL_CALLS, *_steps(path, kernel)]
+    return any((a, b) == tuple(flow) for a, b in itertools.pairwise(steps))
 
 
 def dispatch_flows(events: pd.DataFrame) -> pd.DataFrame:
-    """The dispatch flow of every op call: links ``source`` -> ``target`` between consecutive dispatch
-    keys of a call's path, and from its last key to what ran (``ran native`` ...), with ``calls`` and
-    ``time_ns`` (the calls' total time). Each call crosses exactly one link into a ``ran`` node."""
-    ops = events[events["kind"] == "op"]
+    """The dispatch flow of every op call: links ``source`` -> ``target`` from ``all calls`` to the key
+    that received the call, between consecutive dispatch keys of its path, and from its last key to
+    what ran (``ran native`` ...), with ``calls`` and ``time_ns`` (the calls' total time). Each call
+    leaves ``all calls`` once and crosses exactly one link into a ``ran`` node."""
     cols = ["source", "target", "calls", "time_ns"]
-    if ops.empty:
+    is_op = (events["kind"] == "op").to_numpy()
+    if not is_op.any():
         return pd.DataFrame(columns=cols)
-    per_path = (
-        pd.DataFrame(
-            {
-                "path": ops["dispatch"].fillna(""),
-                "kernel": ops["kernel"].fillna("unknown"),
-                "dur": ops["dur_ns"].clip(lower=0),
-            }
-        )
-        .groupby(["path", "kernel"], sort=False)
-        .agg(calls=("dur", "size"), time_ns=("dur", "sum"))
-        .reset_index()
+    path_code, paths = pd.factorize(events["dispatch"].to_numpy()[is_op], use_na_sentinel=False)
+    kern_code, kerns = pd.factorize(events["kernel"].to_numpy()[is_op], use_na_sentinel=False)
+    dur = np.maximum(events["dur_ns"].to_numpy()[is_op].astype(np.int64), 0)
+    pair, group = np.unique(path_code * len(kerns) + kern_code, return_inverse=True)
+    per_path = pd.DataFrame(
+        {
+            "path": [p if isinstance(p, str) else "" for p in paths[pair // len(kerns)]],
+            "kernel": [k if isinstance(k, str) else "unknown" for k in kerns[pair % len(kerns)]],
+            "calls": np.bincount(group, minlength=len(pair)),
+            "time_ns": np.bincount(group, weights=dur, minlength=len(pair)).astype(np.int64),
+        }
     )
     links: dict[tuple[str, str], list[int]] = {}
     for row in per_path.itertuples(index=False):
-        steps = _steps(row.path, row.kernel)
-        if len(steps) == 1:  # no dispatch key recorded: the call enters at what ran
-            steps = ["(no key)", *steps]
-        for a, b in zip(steps, steps[1:], strict=False):
+        steps = [ALL_CALLS, *_steps(row.path, row.kernel)]
+        for a, b in itertools.pairwise(steps):
             acc = links.setdefault((a, b), [0, 0])
             acc[0] += int(row.calls)
             acc[1] += int(row.time_ns)
@@ -159,9 +179,8 @@ def fallback_costs(events: pd.DataFrame) -> pd.DataFrame:
     return fb
 
 
-def savings_sentence(events: pd.DataFrame) -> str:
-    """In words, what implementing the costliest fallback natively would save."""
-    fb = fallback_costs(events)
+def savings_sentence(fb: pd.DataFrame) -> str:
+    """In words, what implementing the costliest fallback (of ``fallback_costs``) natively would save."""
     if fb.empty:
         return "No op fell back to the CPU: every call ran on openreg."
     top = fb.iloc[0]
@@ -233,7 +252,9 @@ def memory_peaks(events: pd.DataFrame) -> pd.DataFrame:
         i = int(grp["total"].to_numpy().argmax())
         row = grp.iloc[i]
         op = int(owner[int(row["id"])])
-        rows.append((dev, int(row["total"]), int(row["start_ns"]), names[op] if op >= 0 else None, int(row["id"])))
+        rows.append(
+            (dev, int(row["total"]), int(row["start_ns"]), names[op] if op >= 0 else None, int(row["id"]))
+        )
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -22,9 +22,17 @@ from openreg_lab.views.lod import COLOR_KEYS, PALETTE, Pyramid, Query
 _ESM = Path(__file__).with_name("timeline.js")
 #: Names shown in the legend, one per palette colour.
 COLOR_NAMES = [
-    "native", "fallback", "composite", "generic", "other op", "backward", "copy H2D", "copy D2H", "copy D2D",
+    "native",
+    "fallback",
+    "composite",
+    "generic",
+    "other op",
+    "backward",
+    "copy H2D",
+    "copy D2H",
+    "copy D2D",
     "cast",
-]  # fmt: skip
+]
 assert len(COLOR_NAMES) == len(COLOR_KEYS) == len(PALETTE)
 
 
@@ -41,7 +49,9 @@ def marks_of(pyramid: Pyramid) -> list[dict[str, Any]]:
 def payload(pyramid: Pyramid, events: pd.DataFrame, q: Query) -> dict[str, Any]:
     """The browser's data for query ``q``: items as binary arrays, the strings they use, counters."""
     ids = q.event.astype(np.int64)
-    cols = {c: events[c].to_numpy() for c in ("name", "kernel", "dispatch", "shapes", "dtypes", "source", "bytes")}
+    cols = {
+        c: events[c].to_numpy() for c in ("name", "kernel", "dispatch", "shapes", "dtypes", "source", "bytes")
+    }
     strings: dict[str, int] = {}
 
     def intern(s: str) -> int:
@@ -130,16 +140,21 @@ class Timeline(anywidget.AnyWidget):
     selected = traitlets.Int(-1).tag(sync=True)
     highlight = traitlets.Unicode("").tag(sync=True)
 
-    def __init__(self, events: pd.DataFrame, pyramid: Pyramid | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        events: pd.DataFrame,
+        pyramid: Pyramid | None = None,
+        *,
+        span: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """``span``: the length of the time axis in ns (default: the trace's), to align timelines."""
         pyramid = pyramid if pyramid is not None else Pyramid(events)
         self._pyramid = pyramid
         self._events = events
+        span = float(span if span is not None else max(pyramid.span, 1))
         super().__init__(
-            rows=rows_of(pyramid),
-            marks=marks_of(pyramid),
-            span_ns=float(max(pyramid.span, 1)),
-            view=[0.0, float(max(pyramid.span, 1))],
-            **kwargs,
+            rows=rows_of(pyramid), marks=marks_of(pyramid), span_ns=span, view=[0.0, span], **kwargs
         )
         self.add_class("openreg-timeline")  # setting `view` above made the first payload
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from harness import SCREENSHOTS, NotebookPage
-from notebook_views import NO_VIEWS, NOTEBOOKS, VIEWS, VIEWS_AVAILABLE
+from notebook_views import NOTEBOOKS, VIEWS
 
 NOTEBOOK_NAMES = [p.name for p in NOTEBOOKS]
 
@@ -73,7 +73,6 @@ def _click_a_row_changes_the_details(nb: NotebookPage, root_selector: str) -> No
     raise AssertionError(f"clicking op rows in {root_selector} left .openreg-details at {before!r}")
 
 
-@pytest.mark.skipif(not VIEWS_AVAILABLE, reason=NO_VIEWS)
 @pytest.mark.parametrize("name", NOTEBOOK_NAMES)
 def test_notebook_in_the_browser(notebook_page: Callable[[str], NotebookPage], name: str):
     nb = notebook_page(name)

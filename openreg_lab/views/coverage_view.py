@@ -1,0 +1,230 @@
+"""The coverage explorer (``CoverageView(profile=None, trace=None)``): every registered overload,
+grouped into families, drawn as a treemap coloured by how openreg resolves it, with a search box,
+a table, a profile picker that recomputes, a second profile to compare against (what one lacks that
+the other has) and, with a trace, hit counts and time on the ops that ran.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import ipywidgets as w
+import numpy as np
+import pandas as pd
+
+from openreg_lab import theme
+from openreg_lab.dispatch import profiles
+from openreg_lab.dispatch.coverage import RESOLUTIONS, coverage
+from openreg_lab.views import static
+from openreg_lab.views.table import Column, Table, substring_filter
+
+#: Tags that name an op's family group (the first one an op has wins), then "other".
+CATEGORY_TAGS = ("pointwise", "reduction", "view", "inplace_view", "core", "data_dependent_output")
+TREEMAP_LIMIT = 4000  #: overloads drawn at most in the treemap (the table has them all)
+
+COLUMNS = [
+    Column("name", "overload"),
+    Column("resolution", "resolution", color=True),
+    Column("kernel", "runs as"),
+    Column("category", "group"),
+    Column("hits", "calls in trace", "int"),
+    Column("time_ns", "time in trace", "ns"),
+    Column("tags", "tags"),
+]
+
+
+def families(cov: pd.DataFrame) -> pd.DataFrame:
+    """``coverage()`` with ``family`` (``aten::add``), ``category`` (the first of ``CATEGORY_TAGS``
+    the overload is tagged with, else ``other``), and ``hits`` / ``time_ns`` (0 without a trace)."""
+    out = cov.copy()
+    out["family"] = out["name"].str.split(".", n=1).str[0]
+    cats = []
+    for tags in out["tags"]:
+        tagset = set(tags) if isinstance(tags, (list, tuple)) else set(str(tags).split(","))
+        cats.append(next((t for t in CATEGORY_TAGS if t in tagset), "other"))
+    out["category"] = cats
+    for col in ("hits", "time_ns"):
+        if col not in out:
+            out[col] = 0
+        out[col] = out[col].fillna(0).astype(np.int64)
+    return out
+
+
+def lacks(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Overloads native under coverage ``b`` but not under ``a`` (what ``a``'s backend lacks)."""
+    nb = set(b.loc[b["resolution"] == "native", "name"])
+    rows = a[a["name"].isin(nb) & (a["resolution"] != "native")]
+    return rows[["name", "resolution", "kernel"]].reset_index(drop=True)
+
+
+def treemap(fam: pd.DataFrame, search: str = "") -> Any:
+    """A treemap namespace > group > family > overload, leaves coloured by resolution, sized by
+    time in the trace when there is one (else one unit per overload)."""
+    import plotly.graph_objects as go
+
+    rows = substring_filter(fam, name=search) if search else fam
+    if len(rows) > TREEMAP_LIMIT:
+        # Keep what ran, then the rest by name: the table below holds every row.
+        rows = rows.sort_values(["hits", "name"], ascending=[False, True]).head(TREEMAP_LIMIT)
+    ids, labels, parents, colors, values, hover = [], [], [], [], [], []
+    use_time = bool(rows["time_ns"].sum())
+
+    def node(i: str, label: str, parent: str, color: str, value: float, text: str) -> None:
+        ids.append(i)
+        labels.append(label)
+        parents.append(parent)
+        colors.append(color)
+        values.append(value)
+        hover.append(text)
+
+    for ns, g1 in rows.groupby("namespace", sort=True):
+        node(ns, ns, "", "#f1f3f5", 0, f"{ns}: {len(g1)} overloads")
+        for cat, g2 in g1.groupby("category", sort=True):
+            node(f"{ns}/{cat}", cat, ns, "#e9ecef", 0, f"{cat}: {len(g2)} overloads")
+            for fam_name, g3 in g2.groupby("family", sort=True):
+                fid = f"{ns}/{cat}/{fam_name}"
+                native = int((g3["resolution"] == "native").sum())
+                node(
+                    fid,
+                    fam_name.split("::")[-1],
+                    f"{ns}/{cat}",
+                    "#dee2e6",
+                    0,
+                    f"{fam_name}: {native}/{len(g3)} native",
+                )
+                for r in g3.itertuples(index=False):
+                    value = float(r.time_ns) if use_time else 1.0
+                    node(
+                        f"{fid}/{r.name}",
+                        r.overload or "default",
+                        fid,
+                        theme.RESOLUTION_COLORS.get(r.resolution, theme.OTHER_COLOR),
+                        max(value, 1.0 if not use_time else 0.0),
+                        f"{r.name}<br>{r.resolution}, runs as {r.kernel}<br>"
+                        f"{r.hits} calls, {theme.format_ns(r.time_ns)}",
+                    )
+    fig = go.Figure(
+        go.Treemap(
+            ids=ids,
+            labels=labels,
+            parents=parents,
+            values=values,
+            marker={"colors": colors},
+            hovertext=hover,
+            hoverinfo="text",
+            maxdepth=3,
+            branchvalues="remainder",
+        )
+    )
+    fig.update_layout(**theme.plotly_layout(height=460, margin={"l": 4, "r": 4, "t": 4, "b": 4}))
+    return fig
+
+
+class CoverageView(w.VBox):
+    """The coverage explorer; ``profile`` and ``versus`` are profile names (None: the active one)."""
+
+    def __init__(self, profile: str | None = None, trace: Any = None, versus: str | None = None) -> None:
+        self.trace = trace
+        names = list(profiles.BUILTIN_PROFILES)
+        current = profile if profile is not None else (profiles.get_profile() or "default")
+        if current not in names:
+            names.append(current)
+        self.picker = w.Dropdown(options=names, value=current, description="profile")
+        self.versus = w.Dropdown(
+            options=[("(none)", None), *[(n, n) for n in names]], value=versus, description="lacks vs"
+        )
+        self.search = w.Text(placeholder="search ops…", description="search", continuous_update=False)
+        self.summary = w.HTML()
+        self.lacks_html = w.HTML()
+        self.data = self._compute(current)
+        self.table = Table(
+            self.data,
+            COLUMNS,
+            kernels=RESOLUTIONS,
+            devices=(),
+            page_size=20,
+            sort=("time_ns", False) if trace is not None else ("name", True),
+            filter=lambda f, **kw: substring_filter(f, kernel_column="resolution", **kw),
+        )
+        import plotly.graph_objects as go
+
+        self.figure = go.FigureWidget(treemap(self.data))
+        self.figure.add_class("openreg-chart")
+        self._update_text()
+        self.picker.observe(lambda c: self.set_profile(c["new"]), "value")
+        self.versus.observe(lambda c: self._update_text(), "value")
+        self.search.observe(lambda c: self.set_search(c["new"]), "value")
+        controls = w.HBox([self.picker, self.versus, self.search])
+        super().__init__([controls, self.summary, self.figure, self.table, self.lacks_html])
+        self.add_class("openreg-coverage")
+
+    def _compute(self, profile: str) -> pd.DataFrame:
+        return families(coverage(profile=profile, trace=self.trace))
+
+    def set_profile(self, profile: str) -> None:
+        """Recompute everything for ``profile``."""
+        self.data = self._compute(profile)
+        self.table.set_frame(self.data)
+        self._redraw()
+        self._update_text()
+
+    def set_search(self, text: str) -> None:
+        """Show the overloads whose name contains ``text`` (table and treemap)."""
+        self.table.name_filter = text
+        self._redraw()
+
+    def _redraw(self) -> None:
+        fig = treemap(self.data, self.search.value)
+        with self.figure.batch_update():
+            self.figure.data[0].update(fig.data[0].to_plotly_json())
+
+    def _update_text(self) -> None:
+        self.summary.value = self.summary_html()
+        if self.versus.value:
+            other = families(coverage(profile=self.versus.value))
+            missing = lacks(self.data, other)
+            self.lacks_html.value = (
+                f"<b>{len(missing)} overloads are native under {html.escape(self.versus.value)} "
+                "but not under "
+                f"{html.escape(self.picker.value)}</b>"
+                + static.table_html(
+                    missing,
+                    [
+                        ("name", "overload", "text"),
+                        ("resolution", f"under {self.picker.value}", "text"),
+                        ("kernel", "runs as", "text"),
+                    ],
+                )
+            )
+        else:
+            self.lacks_html.value = ""
+
+    def summary_html(self) -> str:
+        """Counts by resolution, and what the trace ran if there is one."""
+        counts = self.data["resolution"].value_counts()
+        parts = [
+            f"<span style='color:{theme.RESOLUTION_COLORS.get(r, '#333')}'>■</span> "
+            f"{r}: {int(counts.get(r, 0)):,}"
+            for r in RESOLUTIONS
+        ]
+        ran = ""
+        if self.trace is not None:
+            hit = self.data[self.data["hits"] > 0]
+            fell = int((hit["resolution"] == "fallback").sum())
+            ran = f" · the trace ran {len(hit)} overloads, {fell} through the fallback"
+        return (
+            f"<div style='font:12px system-ui'><b>{len(self.data):,} overloads</b> under profile "
+            f"{html.escape(self.picker.value)}: {' · '.join(parts)}{ran}</div>"
+        )
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        bundle = super()._repr_mimebundle_(**kwargs) or {}
+        ran = self.data.sort_values(["hits", "name"], ascending=[False, True])
+        bundle["text/html"] = self.summary_html() + static.table_html(
+            ran, [(c.key, c.label, c.fmt) for c in COLUMNS]
+        )
+        bundle["text/plain"] = (
+            f"<openreg coverage explorer: profile {self.picker.value}, {len(self.data)} overloads>"
+        )
+        return bundle

@@ -1,0 +1,55 @@
+"""The HTML report (Trace.to_html): self-contained, offline, with the run's facts and bounded in size."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from views_data import tile, training_trace
+
+from openreg_lab.views.report import MAX_TIMELINE_ITEMS, report_html
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return training_trace()
+
+
+def test_the_report_is_one_offline_file_with_every_view(trace, tmp_path):
+    path = tmp_path / "r.html"
+    trace.to_html(path, title="my run", run_info={"command": "python train.py --epochs 1", "profile": "mps"})
+    text = path.read_text()
+    assert text.startswith("<!DOCTYPE html>") and "<title>my run</title>" in text
+    # plotly.js is inside, once; nothing is fetched from the network.
+    assert len(re.findall(r"plotly\.js v\d", text)) >= 1
+    assert not re.search(r"<script[^>]+src=[\"']https?:", text)
+    for facts in ("python train.py --epochs 1", "mps", "2.13.0", f"{len(trace):,}"):
+        assert facts in text
+    for section in (
+        "Timeline",
+        "Ops",
+        "Fallbacks",
+        "Dispatch flow",
+        "Copies and casts",
+        "Memory",
+        "Autocast casts",
+        "Coverage of the ops that ran",
+    ):
+        assert f"<h2>{section}</h2>" in text, section
+    assert "aten::cumsum.out" in text and "views_data.py:" in text  # a fallback with its source line
+    assert text.count('class="plotly-graph-div"') == 4
+
+
+def test_a_large_trace_makes_a_bounded_report(trace):
+    small = report_html(trace.events)
+    big_events = tile(trace.events, 80)  # ~200k events
+    big = report_html(big_events)
+    assert len(big) < len(small) + 12 * MAX_TIMELINE_ITEMS * 8  # the timeline's levels are capped
+    assert "events are aggregated" in big
+    kept = int(re.search(r"The timeline keeps ([\d,]+) drawn items", big).group(1).replace(",", ""))
+    assert kept <= MAX_TIMELINE_ITEMS + 2 * 2048 * 20
+
+
+def test_an_unwritable_path_names_itself(trace, tmp_path):
+    with pytest.raises(OSError, match="cannot write the report to"):
+        trace.to_html(tmp_path / "no" / "such" / "dir" / "r.html")

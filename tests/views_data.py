@@ -1,0 +1,48 @@
+"""Traces for the views' tests (and benchmarks/bench_views.py): a real training step on openreg, and
+that step's events repeated to any size (ids, parents, forward links and times shifted)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+import openreg_lab
+from openreg_lab.examples.models import transformer_block
+
+
+def training_trace(steps: int = 2, autocast: bool = True, profile: str | None = None) -> openreg_lab.Trace:
+    """``steps`` traced steps of the example transformer block with AdamW: autocast casts, copies, a
+    CPU fallback (cumsum), allocations on two threads (forward and autograd), and one mark a step."""
+    torch.manual_seed(0)
+    model = transformer_block().openreg()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    tokens = torch.randint(0, 100, (4, 16), device="openreg")
+    with openreg_lab.use_profile(profile), openreg_lab.trace(record_shapes=True, stack=True) as t:
+        for step in range(steps):
+            openreg_lab.mark(f"step {step}")
+            with torch.autocast("openreg", dtype=torch.bfloat16, enabled=autocast):
+                out = model(tokens)
+                loss = out.float().logsumexp(-1).mean()
+            loss.backward()
+            torch.cumsum(out.detach()[0, 0].float(), 0)
+            opt.step()
+            opt.zero_grad()
+    return t
+
+
+def tile(events: pd.DataFrame, copies: int) -> pd.DataFrame:
+    """``events`` repeated ``copies`` times one after another, as one consistent events table."""
+    n = len(events)
+    span = int((events["start_ns"] + events["dur_ns"].clip(lower=0)).max()) + 1
+    parts = []
+    for k in range(copies):
+        part = events.copy()
+        shift = k * n
+        part["id"] = events["id"].to_numpy() + shift
+        for col in ("parent", "forward"):
+            v = events[col].to_numpy()
+            part[col] = np.where(v >= 0, v + shift, -1)
+        part["start_ns"] = events["start_ns"].to_numpy() + k * span
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True)
