@@ -43,6 +43,13 @@ def test_compare_numbers_are_dataframe_arithmetic(pair):
     assert a.span_ns == b.span_ns
     a.view = [0.0, a.span_ns / 4]
     assert b.view == [0.0, a.span_ns / 4]
+    assert set(view.table_data["change"]) <= {
+        "",
+        "kernel changed",
+        "only in autocast on",
+        "only in autocast off",
+    }
+    assert "only in autocast on" in set(view.table_data["change"])  # the casts' own ops
     bundle = view._repr_mimebundle_()
     assert "autocast on" in bundle["text/html"] and bundle["text/plain"].startswith("<openreg compare")
 

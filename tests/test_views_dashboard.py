@@ -190,3 +190,19 @@ def test_an_empty_trace_has_a_dashboard():
         pass
     d = t.show()
     assert d.table.total == 0 and "nothing recorded" in d.header.value
+
+
+def test_notebook_cell_sources_read_as_cells(monkeypatch):
+    class Compile:
+        def __init__(self) -> None:
+            self._filename_map = {"/tmp/ipykernel_42/123.py": 7}
+
+    class Shell:
+        compile = Compile()
+
+    import IPython
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: Shell())
+    assert tables.cell_source("/tmp/ipykernel_42/123.py:3") == "In[7], line 3"
+    assert tables.cell_source("/tmp/ipykernel_42/999.py:3") == "/tmp/ipykernel_42/999.py:3"
+    assert tables.cell_source("train.py:12") == "train.py:12" and tables.cell_source(None) is None

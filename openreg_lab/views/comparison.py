@@ -105,6 +105,10 @@ class CompareView(w.VBox):
             raise ValueError(f"compare(labels=...) takes two strings, got {labels!r}")
         self.labels = labels
         self.table_data = compare_table(a, b)
+        # Say "only in autocast on", not "only in b".
+        self.table_data["change"] = self.table_data["change"].str.replace(
+            r"in (a|b)$", lambda m: f"in {labels[0] if m.group(1) == 'a' else labels[1]}", regex=True
+        )
         self.totals = (totals(a), totals(b))
         cols = [_relabel(c, labels) for c in COLUMNS]
         self.table = Table(self.table_data, cols, kernels=(), devices=(), page_size=20)

@@ -16,7 +16,7 @@ import pandas as pd
 from openreg_lab import theme
 from openreg_lab.dispatch import profiles
 from openreg_lab.dispatch.coverage import RESOLUTIONS, coverage
-from openreg_lab.views import static
+from openreg_lab.views import png, static
 from openreg_lab.views.table import Column, Table, substring_filter
 
 #: Tags that name an op's family group (the first one an op has wins), then "other".
@@ -227,4 +227,4 @@ class CoverageView(w.VBox):
         bundle["text/plain"] = (
             f"<openreg coverage explorer: profile {self.picker.value}, {len(self.data)} overloads>"
         )
-        return bundle
+        return png.add_png(bundle, self.figure)

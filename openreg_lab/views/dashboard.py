@@ -17,7 +17,7 @@ import pandas as pd
 import traitlets
 
 from openreg_lab import theme
-from openreg_lab.views import charts, static, tables
+from openreg_lab.views import charts, png, static, tables
 from openreg_lab.views.details import details_html
 from openreg_lab.views.lod import Pyramid
 from openreg_lab.views.table import Column, Table
@@ -203,7 +203,7 @@ class Dashboard(w.VBox):
         bundle = super()._repr_mimebundle_(**kwargs) or {}
         bundle["text/html"] = static.dashboard_html(self.events, dropped=self.dropped, capacity=self.capacity)
         bundle["text/plain"] = static.one_line(self.events, self.dropped)
-        return bundle
+        return png.add_png(bundle, self.figure_for(self.chart_tabs.value) if png.enabled() else None)
 
 
 def _figure_widget() -> Any:

@@ -22,7 +22,7 @@ import torch
 from openreg_lab import theme
 from openreg_lab.dispatch import explain as _explain
 from openreg_lab.dispatch import profiles
-from openreg_lab.views import charts, tables
+from openreg_lab.views import charts, png, tables
 
 #: Backends whose per-backend keys are hidden unless "every backend" is ticked (openreg and CPU stay).
 _BACKENDS = (
@@ -259,7 +259,7 @@ class DispatchExplorer(w.VBox):
         bundle = super()._repr_mimebundle_(**kwargs) or {}
         bundle["text/html"] = self.schema.value + self.grid.value + self.steps.value
         bundle["text/plain"] = f"<openreg dispatch explorer: {self.op}>"
-        return bundle
+        return png.add_png(bundle, self.flow)
 
 
 def _describe(a: Any) -> str:

@@ -172,9 +172,9 @@ def node_color(node: str) -> str:
 
 def fallback_costs(events: pd.DataFrame) -> pd.DataFrame:
     """``Trace.fallbacks()`` with the three parts of each bar and its share of the traced time."""
-    fb = analysis.fallbacks(events)
+    fb = analysis.fallbacks(events).copy()
     span = _span(events)
-    fb = fb.copy()
+    fb["sources"] = [[cell_source(x) for x in s] for s in fb["sources"]]
     fb["share"] = fb["total_ns"] / span if span else 0.0
     return fb
 
@@ -288,15 +288,31 @@ def details(events: pd.DataFrame, event_id: int) -> dict[str, Any]:
         "bytes": int(row["bytes"]),
         "shapes": row["shapes"] if isinstance(row["shapes"], list) else None,
         "dtypes": row["dtypes"] if isinstance(row["dtypes"], list) else None,
-        "source": _text(row["source"]),
+        "source": cell_source(_text(row["source"])),
         "children": children,
         "forward": None,
     }
     fwd = int(row["forward"])
     if fwd >= 0:
         f = events.iloc[fwd]
-        out["forward"] = {"id": fwd, "name": f["name"], "source": _text(f["source"])}
+        out["forward"] = {"id": fwd, "name": f["name"], "source": cell_source(_text(f["source"]))}
     return out
+
+
+def cell_source(source: str | None) -> str | None:
+    """``file:line`` as the user knows it: a notebook cell's temporary file becomes ``In[7], line 3``
+    (IPython keeps the map from those files to execution counts); anything else is unchanged."""
+    if not source or "ipykernel_" not in source:
+        return source
+    path, _, line = source.rpartition(":")
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        number = shell.compile._filename_map.get(path) if shell is not None else None
+    except (ImportError, AttributeError):
+        number = None
+    return f"In[{number}], line {line}" if number is not None else source
 
 
 def _text(v: Any) -> str | None:

@@ -17,6 +17,7 @@ import pandas as pd
 import traitlets
 
 from openreg_lab import theme
+from openreg_lab.views import tables
 from openreg_lab.views.lod import COLOR_KEYS, PALETTE, Pyramid, Query
 
 _ESM = Path(__file__).with_name("timeline.js")
@@ -107,8 +108,8 @@ def _info(cols: dict[str, np.ndarray], i: int) -> str:
         lines.append(f"args: {args}")
     if cols["bytes"][i]:
         lines.append(f"bytes: {theme.format_bytes(int(cols['bytes'][i]))}")
-    if cols["source"][i]:
-        lines.append(f"source: {cols['source'][i]}")
+    if isinstance(cols["source"][i], str):
+        lines.append(f"source: {tables.cell_source(cols['source'][i])}")
     return "\n".join(lines)
 
 

@@ -158,4 +158,17 @@ def notebook_page(
             print(f"screenshot of {nb.name} failed: {exc}")
     unseen = [e for nb in opened for e in nb.errors[nb.seen_errors :]]
     context.close()
+    _shut_down_kernels(jupyter)
     assert unseen == [], "JavaScript errors the test did not check"
+
+
+def _shut_down_kernels(server: JupyterServer) -> None:
+    """Stop every kernel the test started: each holds torch (hundreds of MB) and a core's worth of
+    threads, and closing the page does not stop it."""
+    headers = {"Authorization": f"token {server.token}"}
+    with urllib.request.urlopen(urllib.request.Request(f"{server.url}/api/kernels", headers=headers)) as r:
+        kernels = json.load(r)
+    for k in kernels:
+        req = urllib.request.Request(f"{server.url}/api/kernels/{k['id']}", headers=headers, method="DELETE")
+        with urllib.request.urlopen(req):
+            pass

@@ -1,0 +1,61 @@
+"""The dashboard answers the mouse in a real JupyterLab: a click on a timeline slice fills the
+details panel, a click on a band of the dispatch flow filters the op table, the wheel zooms the
+timeline into real slices, and a click on a column header sorts."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from harness import NotebookPage
+
+
+def _until(predicate: Callable[[], bool], timeout_s: float = 20) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_dashboard_clicks(notebook_page: Callable[[str], NotebookPage]):
+    nb = notebook_page("dashboard-clicks.ipynb")
+    assert nb.run_all()
+    page = nb.page
+    dash = page.locator(".openreg-dashboard").first
+    dash.wait_for(timeout=60_000)
+    canvas = dash.locator(".openreg-timeline canvas").first
+    canvas.wait_for()
+    details = dash.locator(".openreg-details").first
+    assert "Click a slice" in details.inner_text()
+    # Click along thread 0's top row until a slice is hit: the details panel names an op.
+    box = canvas.bounding_box()
+    assert box is not None
+    row_y = box["y"] + 22 + 9  # ruler, then the middle of the first row
+    for frac in [i / 60 for i in range(2, 60)]:
+        page.mouse.click(box["x"] + 128 + frac * (box["width"] - 132), row_y)
+        if _until(lambda: "dispatch path" in details.inner_text(), 1.0):
+            break
+    assert "dispatch path" in details.inner_text(), "no slice answered a click on the timeline"
+    # A band of the Sankey filters the op table (the chip names the flow).
+    links = dash.locator(".sankey .sankey-link")
+    assert links.count() >= 3
+    links.first.click(force=True)
+    chip = dash.locator(".openreg-table .chip")
+    assert _until(lambda: chip.count() > 0 and "flow:" in chip.first.inner_text()), "the flow did not filter"
+    # Sorting by calls from the header.
+    dash.locator(".openreg-table th", has_text="calls").first.click()
+    assert _until(
+        lambda: (
+            "calls ▼" in dash.locator(".openreg-table th").all_inner_texts()[3]
+            or "calls ▲" in dash.locator(".openreg-table th").all_inner_texts()[3]
+        )
+    )
+    # The wheel zooms in until the status says no slice is aggregated.
+    status = dash.locator(".openreg-timeline-status").first
+    page.mouse.move(box["x"] + box["width"] / 2, row_y)
+    for _ in range(5):
+        page.mouse.wheel(0, -300)
+    assert _until(lambda: "none aggregated" in status.inner_text())
+    nb.assert_clean()
