@@ -213,9 +213,15 @@ function render({ model, el }) {
     }
     drawCounters(ctx);
     drawMarks(ctx);
-    const shown = n;
+    // Count what is in view (a static payload covers the whole trace).
+    let shown = 0;
     let total = 0;
-    for (let i = 0; i < n; i++) total += p.count[i];
+    for (let i = 0; i < n; i++) {
+      if (p.start[i] < t1 && p.start[i] + Math.max(p.dur[i], 1) > t0) {
+        shown++;
+        total += p.count[i];
+      }
+    }
     status.textContent =
       p.level >= 0
         ? `aggregated: ${shown.toLocaleString()} marks stand for ${total.toLocaleString()} slices in view ` +
