@@ -198,7 +198,7 @@ def test_progress_updates_in_place_on_a_terminal_and_prints_lines_otherwise(tty)
     time.sleep(0.1)
     progress.stop()
     text = stream.getvalue()
-    assert "openreg-lab run x.py: " in text and "s elapsed, tracing (events are counted at the end)" in text
+    assert "openreg-lab run x.py: " in text and "s elapsed, tracing" in text
     if tty:
         assert "\n" not in text and text.count("\r\x1b[K") >= 3 and text.endswith("\r\x1b[K")
     else:
@@ -211,3 +211,20 @@ def test_progress_says_nothing_for_short_runs():
     progress.start()
     progress.stop()
     assert stream.getvalue() == ""
+
+
+def test_progress_counts_the_events_recorded_so_far():
+    import openreg_lab
+    from openreg_lab.recording.session import events_so_far
+
+    assert events_so_far() == 0  # no trace open
+    x = torch.ones(3, device="openreg")
+    with openreg_lab.trace() as t:
+        for _ in range(5):
+            x = x + 1
+        during = events_so_far()
+        stream = _Stream(False)
+        line = Progress(stream, "run", count=events_so_far).line()
+    assert during == len(t) > 0
+    assert line.endswith(f"elapsed, {during:,} events recorded")
+    assert events_so_far() == 0

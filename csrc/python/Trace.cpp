@@ -133,6 +133,7 @@ void bind_trace(py::module_& m) {
   m.def("_trace_close", &close, py::arg("id"));
   m.def("_trace_enabled", &trace::enabled);
   m.def("_trace_strings", &trace::interned_strings);
+  m.def("_trace_events_so_far", &trace::events_so_far);
   m.def("_trace_mark", [](const std::string& name) { trace::record_mark(name); }, py::arg("name"));
   m.def("_trace_event_size", [] { return sizeof(trace::Event); });
   // For benchmarks/bench_trace.py: records `n` alloc events through the same

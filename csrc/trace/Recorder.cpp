@@ -47,6 +47,14 @@ Recording& recording() {
   return *r;
 }
 
+}  // namespace
+
+uint64_t events_so_far() noexcept {
+  return enabled() ? recording().used.load(std::memory_order_relaxed) : 0;
+}
+
+namespace {
+
 thread_local ThreadBuffer* tls_buffer = nullptr;  // see Recording::owned
 
 ThreadBuffer* register_thread(Recording& r, uint64_t generation) {

@@ -107,6 +107,10 @@ struct SessionResult {
 uint64_t open_session(uint64_t capacity, Options options);
 SessionResult close_session(uint64_t id);
 
+// Events appended to the current recording so far, kept or dropped (0 when no
+// session is open): one relaxed load, cheap enough for a progress display.
+uint64_t events_so_far() noexcept;
+
 // Called when the first session opens / the last one closes (OpObserver.cpp
 // adds and removes its RecordFunction callback here).
 void set_lifecycle_hooks(void (*on_start)(), void (*on_stop)());

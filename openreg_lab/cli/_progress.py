@@ -1,14 +1,12 @@
-"""Progress on stderr while ``run`` runs a script: elapsed time, updated in place on a terminal.
-
-The recorder has no cheap way to count the events of an open trace from Python (its buffers are
-per thread and merged when the trace closes), so the progress line shows the elapsed time only;
-the event counts are printed when the script ends.
+"""Progress on stderr while ``run`` runs a script: elapsed time and events recorded so far
+(``openreg_lab.recording.session.events_so_far``, one atomic read), updated in place on a terminal.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 
@@ -28,8 +26,10 @@ class Progress:
         delay: float = 5.0,
         tty_every: float = 0.5,
         line_every: float = 30.0,
+        count: Callable[[], int] | None = None,
     ) -> None:
         self.stream = stream
+        self.count = count
         self.label = label
         self.delay = delay
         self.tty = _isatty(stream)
@@ -55,7 +55,8 @@ class Progress:
     def line(self) -> str:
         """The current progress message."""
         elapsed = time.monotonic() - self._start
-        return f"{self.label}: {_clock(elapsed)} elapsed, tracing (events are counted at the end)"
+        recorded = f", {self.count():,} events recorded" if self.count is not None else ", tracing"
+        return f"{self.label}: {_clock(elapsed)} elapsed{recorded}"
 
     def _loop(self) -> None:
         if self._stop.wait(self.delay):

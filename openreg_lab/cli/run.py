@@ -23,6 +23,7 @@ from typing import Any
 
 from openreg_lab.cli._common import Parser, UsageError, check_output, check_profile, positive_int
 from openreg_lab.cli._progress import Progress
+from openreg_lab.recording.session import events_so_far
 
 EXAMPLES = """\
 examples:
@@ -184,7 +185,7 @@ def execute(ns: argparse.Namespace, command: str) -> int:
 
     name = ns.module or os.path.basename(ns.script)
     trace = openreg_lab.trace(record_shapes=ns.shapes, stack=ns.stack, capacity=ns.capacity)
-    progress = Progress(sys.stderr, f"openreg-lab run {name}")
+    progress = Progress(sys.stderr, f"openreg-lab run {name}", count=events_so_far)
     start = time.monotonic()
     with ExitStack() as stack:
         stack.enter_context(trace)

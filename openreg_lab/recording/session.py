@@ -98,6 +98,14 @@ def mark(name: str) -> None:
     _C._trace_mark(name)
 
 
+def events_so_far() -> int:
+    """Events the open traces have recorded so far (kept or dropped; 0 when none is open).
+
+    One atomic read, for progress displays such as ``python -m openreg_lab run``'s.
+    """
+    return int(_C._trace_events_so_far())
+
+
 def load_trace(path: str | os.PathLike[str]) -> Trace:
     """Read a trace written by ``Trace.save``.
 
