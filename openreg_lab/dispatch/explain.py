@@ -252,11 +252,16 @@ def _observed_calls(name: str, run: Any, ops: frozenset[str] | None) -> tuple[li
     ops_ev = ev[ev["kind"] == "op"]
     if ops_ev.empty:
         return [], error, t
-    parent = dict(zip(ev["id"], ev["parent"], strict=True))
     top = ops_ev[ops_ev["parent"] == -1]
     # The explained op is the first top-level call when it reaches openreg's keys; otherwise
     # (a composite decomposed above them) its sub-operators are the top-level calls.
     root = int(top["id"].iloc[0]) if top["name"].iloc[0] == name else -1
+    return _calls_below(ev, ops_ev, root, ops), error, t
+
+
+def _calls_below(ev: Any, ops_ev: Any, root: int, ops: frozenset[str] | None) -> list[Call]:
+    """The op events below the event ``root`` (every op when ``root`` is -1), with their depth."""
+    parent = dict(zip(ev["id"], ev["parent"], strict=True))
     calls = []
     for row in ops_ev.itertuples(index=False):
         depth, up = 0, int(row.parent)
@@ -266,7 +271,7 @@ def _observed_calls(name: str, run: Any, ops: frozenset[str] | None) -> tuple[li
             continue
         resolution, kernel = _classify(row.name, ops)
         calls.append(Call(depth, row.name, resolution, kernel, row.kernel or ""))
-    return calls, error, t
+    return calls
 
 
 def _argument_keys(args: Any, kwargs: Any) -> torch._C.DispatchKeySet:
@@ -374,18 +379,7 @@ def _explain_callable(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         else:
             action = "runs, then redispatches below"
         steps.append(Step(key, registered, action, source))
-    ids = set(top["id"].tolist())
-    parent = dict(zip(ev["id"], ev["parent"], strict=True))
-    calls = []
-    root = int(first["id"])
-    for row in ops_ev.itertuples(index=False):
-        depth, up = 0, int(row.parent)
-        while up != -1 and up != root:
-            depth, up = depth + 1, int(parent[up])
-        if int(row.id) in ids or up != root:
-            continue
-        r, k = _classify(row.name, ops)
-        calls.append(Call(depth, row.name, r, k, row.kernel or ""))
+    calls = _calls_below(ev, ops_ev, int(first["id"]), ops)
     try:
         schema = str(_resolve_op(op_name, (), {})._schema)
     except (ValueError, TypeError):

@@ -104,6 +104,7 @@ def report_html(
         f"The timeline keeps {kept:,} drawn items for {pyramid.slice_count:,} slices: events are aggregated "
         "per time bucket and row (the longest slice of each is drawn); zoom in for finer levels."
     )
+    casts = static.table_html(tables.cast_table(events), static.CAST_COLUMNS, max_rows=100)
     info_rows = "".join(
         f"<tr><th style='{static._TH}'>{html.escape(k)}</th>"
         f"<td style='{static._TD}'>{html.escape(str(v))}</td></tr>"
@@ -119,38 +120,9 @@ h1{{font-size:20px}} h2{{font-size:15px;margin-top:22px}} section{{margin-bottom
 {static.header_html(events, dropped=dropped, capacity=capacity)}
 <section><h2>Timeline</h2><div id="timeline" style="width:100%"></div>
 <div style="color:#555">{html.escape(detail_note)}</div></section>
-<section><h2>Ops</h2>{
-        static.table_html(
-            ops,
-            [
-                ("name", "op", "text"),
-                ("device", "device", "text"),
-                ("kernel", "ran", "text"),
-                ("calls", "calls", "int"),
-                ("fallback", "fell back", "int"),
-                ("total_ns", "total", "ns"),
-                ("self_ns", "self", "ns"),
-                ("bytes_copied", "copied", "bytes"),
-                ("path", "dispatch path", "text"),
-            ],
-            max_rows=200,
-        )
-    }</section>
+<section><h2>Ops</h2>{static.table_html(ops, static.OP_COLUMNS, max_rows=200)}</section>
 {"".join(chart_html)}
-<section><h2>Autocast casts</h2>{
-        static.table_html(
-            tables.cast_table(events),
-            [
-                ("op", "op", "text"),
-                ("from_dtype", "from", "text"),
-                ("to_dtype", "to", "text"),
-                ("casts", "casts", "int"),
-                ("bytes", "bytes", "bytes"),
-                ("cache_hits", "cache hits", "int"),
-            ],
-            max_rows=100,
-        )
-    }</section>
+<section><h2>Autocast casts</h2>{casts}</section>
 {cov}
 <script type="module">
 {_static_model_js()}

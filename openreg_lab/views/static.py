@@ -19,6 +19,21 @@ from openreg_lab.views.lod import PALETTE, Pyramid
 
 #: Rows of a static table at most; the rest are counted.
 MAX_ROWS = 30
+
+#: The columns of the static tables, ``(key, label, format)``: shared by text/html and the report.
+OP_COLUMNS = [
+    ("name", "op", "text"), ("device", "device", "text"), ("kernel", "ran", "text"),
+    ("calls", "calls", "int"), ("fallback", "fell back", "int"), ("total_ns", "total", "ns"),
+    ("self_ns", "self", "ns"), ("bytes_copied", "copied", "bytes"), ("path", "dispatch path", "text"),
+]  # fmt: skip
+FLOW_COLUMNS = [("source", "from", "text"), ("target", "to", "text"), ("calls", "calls", "int"),
+                ("time_ns", "time", "ns")]  # fmt: skip
+CAST_COLUMNS = [
+    ("op", "op", "text"), ("from_dtype", "from", "text"), ("to_dtype", "to", "text"),
+    ("casts", "casts", "int"), ("bytes", "bytes", "bytes"), ("cache_hits", "cache hits", "int"),
+]  # fmt: skip
+PEAK_COLUMNS = [("device", "device", "text"), ("peak_bytes", "peak", "bytes"), ("t_ns", "at", "ns"),
+                ("op", "allocated by", "text")]  # fmt: skip
 _TABLE = "border-collapse:collapse;font:12px system-ui,sans-serif;margin:4px 0 10px 0"
 _TH = "text-align:left;background:#f4f5f7;padding:2px 6px;border-bottom:1px solid #ccc"
 _TD = "padding:2px 6px;border-bottom:1px solid #eee"
@@ -168,53 +183,15 @@ def dashboard_html(events: pd.DataFrame, *, dropped: int = 0, capacity: int | No
         header_html(events, dropped=dropped, capacity=capacity),
         timeline_svg(pyramid),
         "<h4>Ops</h4>",
-        table_html(
-            ops,
-            [
-                ("name", "op", "text"),
-                ("device", "device", "text"),
-                ("kernel", "ran", "text"),
-                ("calls", "calls", "int"),
-                ("total_ns", "total", "ns"),
-                ("self_ns", "self", "ns"),
-                ("bytes_copied", "copied", "bytes"),
-                ("path", "dispatch path", "text"),
-            ],
-        ),
+        table_html(ops, OP_COLUMNS),
         "<h4>Fallbacks</h4>",
         fallback_bars_html(fb, tables.savings_sentence(fb)),
         "<h4>Dispatch flow</h4>",
-        table_html(
-            flows,
-            [
-                ("source", "from", "text"),
-                ("target", "to", "text"),
-                ("calls", "calls", "int"),
-                ("time_ns", "time", "ns"),
-            ],
-        ),
+        table_html(flows, FLOW_COLUMNS),
         "<h4>Autocast casts</h4>",
-        table_html(
-            casts,
-            [
-                ("op", "op", "text"),
-                ("from_dtype", "from", "text"),
-                ("to_dtype", "to", "text"),
-                ("casts", "casts", "int"),
-                ("bytes", "bytes", "bytes"),
-                ("cache_hits", "cache hits", "int"),
-            ],
-        ),
+        table_html(casts, CAST_COLUMNS),
         "<h4>Memory</h4>",
-        table_html(
-            peaks,
-            [
-                ("device", "device", "text"),
-                ("peak_bytes", "peak", "bytes"),
-                ("t_ns", "at", "ns"),
-                ("op", "allocated by", "text"),
-            ],
-        ),
+        table_html(peaks, PEAK_COLUMNS),
     ]
     return (
         "<div class='openreg-static' style='font:12px system-ui,sans-serif'>" + "".join(sections) + "</div>"
