@@ -151,8 +151,11 @@ uint32_t write_shapes(std::vector<int64_t>& pool, c10::ArrayRef<const c10::IValu
     }
     pool.push_back(static_cast<int64_t>(t.scalar_type()));
     pool.push_back(t.dim());
-    for (int64_t s : t.sizes()) {
-      pool.push_back(s);
+    // A nested or symbolic tensor has no single size per dimension (sizes()
+    // throws): each is recorded as -1, and the op event is kept.
+    const bool plain = !t.is_nested() && !t.unsafeGetTensorImpl()->has_symbolic_sizes_strides();
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      pool.push_back(plain ? t.sizes()[d] : -1);
     }
   });
   return static_cast<uint32_t>(offset + 1);

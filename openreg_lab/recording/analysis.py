@@ -93,6 +93,7 @@ def fallbacks(events: pd.DataFrame) -> pd.DataFrame:
     if fb.empty:
         return pd.DataFrame(columns=cols)
     copies = events[(events["kind"] == "copy") & events["parent"].isin(fb["id"])]
+    copies = copies.assign(dur_ns=copies["dur_ns"].clip(lower=0))  # -1: still running, counts as 0
     by_parent = copies.groupby(["parent", "name"])[["dur_ns", "bytes"]].sum().unstack("name", fill_value=0)
 
     def part(col: str, direction: str) -> pd.Series:
@@ -101,11 +102,11 @@ def fallbacks(events: pd.DataFrame) -> pd.DataFrame:
         return pd.Series(0, index=fb.index, dtype=np.int64)
 
     ids = events.set_index("id")
-    op_ns = fb["parent"].map(ids["dur_ns"]).fillna(0).astype(np.int64)
+    op_ns = fb["parent"].map(ids["dur_ns"].clip(lower=0)).fillna(0).astype(np.int64)
     rows = pd.DataFrame(
         {
             "name": fb["name"],
-            "total_ns": fb["dur_ns"],
+            "total_ns": fb["dur_ns"].clip(lower=0),
             "copy_to_cpu_ns": part("dur_ns", "D2H"),
             "copy_back_ns": part("dur_ns", "H2D") + part("dur_ns", "D2D"),
             "bytes_to_cpu": part("bytes", "D2H"),
@@ -114,7 +115,7 @@ def fallbacks(events: pd.DataFrame) -> pd.DataFrame:
             "source": fb["source"],
         }
     )
-    rows["cpu_ns"] = rows["total_ns"] - rows["copy_to_cpu_ns"] - rows["copy_back_ns"]
+    rows["cpu_ns"] = (rows["total_ns"] - rows["copy_to_cpu_ns"] - rows["copy_back_ns"]).clip(lower=0)
     out = rows.groupby("name", sort=False).agg(
         calls=("name", "size"),
         total_ns=("total_ns", "sum"),

@@ -51,28 +51,31 @@ def write(path: str | os.PathLike[str], ev: pd.DataFrame, threads: dict[int, int
         for key in ("kernel", "dispatch", "device", "src", "dst", "from_dtype", "to_dtype", "source",
                     "argument"):  # fmt: skip
             value = getattr(row, key)
-            if value is not None:
+            if isinstance(value, str):  # a missing value is None or NaN: left out, never written as NaN
                 args[key] = value
         if row.bytes:
             args["bytes"] = int(row.bytes)
-        if row.shapes is not None:
+        if isinstance(row.shapes, list):
             args["shapes"] = row.shapes
             args["dtypes"] = row.dtypes
+        if row.dur_ns < 0:
+            args["still running"] = True  # when the trace ended: drawn with no length
         if row.seq >= 0:
             args["seq"] = int(row.seq)
         out.append(
-            {"name": row.name, "cat": row.kind, "ph": "X", "ts": ts, "dur": row.dur_ns / 1000.0,
+            {"name": row.name, "cat": row.kind, "ph": "X", "ts": ts, "dur": max(row.dur_ns, 0) / 1000.0,
              "pid": pid, "tid": tid, "args": args, **({"cname": colour} if colour else {})}
         )  # fmt: skip
     with open(path, "w") as f:
-        json.dump({"traceEvents": out, "displayTimeUnit": "ns"}, f)
+        # Strict JSON (no NaN / Infinity): Perfetto and chrome://tracing reject anything else.
+        json.dump({"traceEvents": out, "displayTimeUnit": "ns"}, f, allow_nan=False)
 
 
 def _meta(pid: int, tid: int, name: str) -> dict[str, Any]:
     return {"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}
 
 
-def _cname(kind: str, kernel: str | None, name: str) -> str | None:
+def _cname(kind: str, kernel: object, name: str) -> str | None:
     """The Chrome colour name of an event, from the one theme (``openreg_lab.theme``)."""
     if kind == "copy":
         return theme.CHROME_CNAMES.get(name)
@@ -80,4 +83,4 @@ def _cname(kind: str, kernel: str | None, name: str) -> str | None:
         return theme.CHROME_CNAMES[kind]
     if kind == "fallback":
         return theme.CHROME_CNAMES["fallback"]
-    return theme.CHROME_CNAMES.get(kernel or "")
+    return theme.CHROME_CNAMES.get(kernel) if isinstance(kernel, str) else None

@@ -132,6 +132,8 @@ def decode_shapes(pool: np.ndarray, offset: int) -> tuple[list[list[int]], list[
     i = offset + 1
     shapes, dtypes = [], []
     for _ in range(count):
+        if i + 2 > len(pool) or i + 2 + int(pool[i + 1]) > len(pool) or int(pool[i + 1]) < 0:
+            raise ValueError(f"damaged trace: the shapes at offset {offset} run past the shapes pool")
         dtype, ndim = int(pool[i]), int(pool[i + 1])
         shapes.append([int(s) for s in pool[i + 2 : i + 2 + ndim]])
         dtypes.append(dtype_name(dtype))

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from openreg_lab.recording.events import Columns
+from openreg_lab.recording.events import EVENT_DTYPE, KERNELS, KINDS, Columns
 
 MAGIC = "openreg-lab trace"
 VERSION = 1
@@ -92,9 +92,12 @@ def read(path: str | os.PathLike[str]) -> Saved:
             f"{os.fspath(path)!r} is not a readable openreg-lab trace ({type(e).__name__}: {e}). "
             "Trace files are written by Trace.save(); the file may be truncated or of another kind"
         ) from None
-    lengths = {len(v) for v in fields.values()}
-    if len(lengths) > 1 or "id" not in fields:
-        raise ValueError(f"{os.fspath(path)!r} is a damaged openreg-lab trace: its columns disagree")
+    problem = _damage(header, fields, pool)
+    if problem is not None:
+        raise ValueError(
+            f"{os.fspath(path)!r} is a damaged openreg-lab trace: {problem}. Trace files are written by "
+            "Trace.save(); save the trace again"
+        )
     columns = Columns(fields, pool, header["strings"], {int(k): v for k, v in header["threads"].items()})
     return Saved(
         columns,
@@ -104,6 +107,49 @@ def read(path: str | os.PathLike[str]) -> Saved:
         stack=header["stack"],
         t0=header["t0"],
     )
+
+
+_FIELDS = (*EVENT_DTYPE.names, "id", "thread")
+_HEADER = {"strings": list, "threads": dict, "capacity": int, "dropped": int, "record_shapes": bool,
+           "stack": bool, "t0": int}  # fmt: skip
+
+
+def _damage(header: dict[str, Any], fields: dict[str, np.ndarray], pool: np.ndarray) -> str | None:
+    """What makes the file's contents inconsistent (None: nothing): every index into the string
+    table, the event kinds, parents and shape offsets must point inside what the file holds."""
+    for key, kind in _HEADER.items():
+        if not isinstance(header.get(key), kind):
+            return f"its header lacks {key!r}"
+    missing = [f for f in _FIELDS if f not in fields]
+    if missing:
+        return f"it lacks the columns {', '.join(missing)}"
+    n = len(fields["id"])
+    if any(len(v) != n for v in fields.values()):
+        return "its columns disagree in length"
+    if not np.array_equal(fields["id"], np.arange(n)):
+        return "its event ids are not 0..n-1"
+    strings = header["strings"]
+    if not all(isinstance(x, str) for x in strings):
+        return "its string table holds something other than strings"
+    for col in ("name", "dispatch", "source"):
+        if n and int(fields[col].max()) >= len(strings):
+            return f"its {col} column points past its string table ({len(strings)} strings)"
+    if n and not (0 <= int(fields["kind"].min()) and int(fields["kind"].max()) < len(KINDS)):
+        return "an event has an unknown kind"
+    if n and not (0 <= int(fields["kernel"].min()) and int(fields["kernel"].max()) < len(KERNELS)):
+        return "an event has an unknown kernel"
+    parent = fields["parent"]
+    if n and ((parent < -1) | (parent >= n)).any():
+        return "an event's parent is not an event of the file"
+    shapes = fields["shapes"]
+    has = shapes >= 0
+    if has.any():
+        offsets = shapes[has].astype(np.int64)
+        if int(offsets.max()) >= len(pool) or (shapes < -1).any():
+            return "a shapes offset points past the shapes pool"
+        if (pool[offsets] < 0).any() or (offsets + 1 + 2 * pool[offsets] > len(pool)).any():
+            return "the shapes pool is truncated"
+    return None
 
 
 class _Version(Exception):

@@ -192,7 +192,8 @@ class Trace:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        assert self._session is not None
+        if self._session is None:
+            raise RuntimeError("this trace is not recording: __exit__ without a matching __enter__")
         raw = _C._trace_close(self._session)
         self._session = None
         # Merging into columns waits for the first read (tables are not always wanted).
@@ -205,6 +206,21 @@ class Trace:
                 f"Pass a larger capacity, e.g. openreg_lab.trace(capacity={4 * self.capacity}), "
                 "or trace a shorter region",
                 TraceDroppedEventsWarning,
+                stacklevel=2,
+            )
+
+    def __del__(self) -> None:
+        # A trace entered and never exited (an exception between a manual __enter__ and
+        # __exit__, a notebook cell interrupted) would keep recording for ever and hold the
+        # recording's budget: close it when it is collected, and say so.
+        session = getattr(self, "_session", None)
+        if session is not None:
+            self._session = None
+            _C._trace_close(session)
+            warnings.warn(
+                "an openreg trace was collected while still recording: it is now closed. Use "
+                "`with openreg_lab.trace() as t:` so that it ends with its block",
+                ResourceWarning,
                 stacklevel=2,
             )
 
@@ -227,6 +243,8 @@ class Trace:
     def __repr__(self) -> str:
         if self.running:
             return "<openreg Trace: recording>"
+        if self._columns is None and self._raw is None:
+            return "<openreg Trace: not started (use it as `with openreg_lab.trace() as t:`)>"
         kinds = self.events["kind"].value_counts().to_dict() if len(self) else {}
         detail = ", ".join(f"{n} {k}" for k, n in kinds.items())
         dropped = f", {self._dropped} dropped" if self._dropped else ""
