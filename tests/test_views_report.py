@@ -45,8 +45,9 @@ def test_a_large_trace_makes_a_bounded_report(trace):
     big_events = tile(trace.events, 80)  # ~200k events
     big = report_html(big_events)
     assert len(big) < len(small) + 12 * MAX_TIMELINE_ITEMS * 8  # the timeline's levels are capped
-    assert "events are aggregated" in big
-    kept = int(re.search(r"The timeline keeps ([\d,]+) drawn items", big).group(1).replace(",", ""))
+    assert "events are aggregated" in big and "down to no finer level" in big
+    assert "down to every slice" in small
+    kept = int(re.search(r"levels of detail \(([\d,]+) drawn items", big).group(1).replace(",", ""))
     assert kept <= MAX_TIMELINE_ITEMS + 2 * 2048 * 20
 
 

@@ -100,9 +100,11 @@ def report_html(
             )
             + "</section>"
         )
+    finest = "every slice" if any(lvl["level"] == -1 for lvl in levels) else "no finer level"
     detail_note = (
-        f"The timeline keeps {kept:,} drawn items for {pyramid.slice_count:,} slices: events are aggregated "
-        "per time bucket and row (the longest slice of each is drawn); zoom in for finer levels."
+        f"The timeline keeps {len(levels)} levels of detail ({kept:,} drawn items in all) for "
+        f"{pyramid.slice_count:,} slices: zoomed out, events are aggregated per time bucket and row "
+        f"(the longest slice of each is drawn); zooming in draws finer levels, down to {finest}."
     )
     casts = static.table_html(tables.cast_table(events), static.CAST_COLUMNS, max_rows=100)
     info_rows = "".join(
