@@ -108,3 +108,19 @@ def test_blocks_nest_and_the_device_mapping_is_per_thread():
         t.join()
     assert torch.cuda is REAL_CUDA
     assert "error" in seen
+
+
+def test_torch_load_with_a_cuda_map_location_lands_on_openreg(tmp_path):
+    import openreg_lab
+
+    path = tmp_path / "ckpt.pt"
+    torch.save({"w": torch.arange(4.0)}, path)
+    with openreg_lab.from_cuda():
+        for where in ("cuda", "cuda:1", torch.device("cuda", 0), {"cpu": "cuda"}):
+            w = torch.load(path, map_location=where)["w"]
+            assert w.device.type == "openreg", where
+            assert torch.equal(w.cpu(), torch.arange(4.0))
+        assert torch.load(path, map_location="cuda:1")["w"].device == torch.device("openreg", 1)
+        assert torch.load(path)["w"].device.type == "cpu"  # saved on the CPU: stays there
+        assert torch.load(path, map_location=lambda s, loc: s)["w"].device.type == "cpu"
+    assert torch.load(path, map_location="cpu")["w"].device.type == "cpu"

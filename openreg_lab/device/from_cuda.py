@@ -210,6 +210,36 @@ def _with_mapped_device_type(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _load_to_openreg(load: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.load`` with a CUDA ``map_location`` (a string, a device, or a dict of them) sent to
+    openreg; a checkpoint saved on CUDA with no ``map_location`` lands on openreg too."""
+
+    @functools.wraps(load)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        where = kwargs.get("map_location", args[1] if len(args) > 1 else None)
+        if isinstance(where, dict):
+            where = {k: str(_map_device(v)) for k, v in where.items()}  # location strings
+        elif where is None:
+            where = _cuda_storages_to_openreg
+        elif not callable(where):
+            where = _map_device(where)
+        if len(args) > 1:
+            args = (args[0], where, *args[2:])
+        else:
+            kwargs["map_location"] = where
+        return load(*args, **kwargs)
+
+    return wrapper
+
+
+def _cuda_storages_to_openreg(storage: Any, location: str) -> Any:
+    """``map_location`` for checkpoints saved on CUDA: their storages restored on openreg."""
+    if location.startswith("cuda"):
+        index = int(location.partition(":")[2] or 0)
+        return storage.to(torch.device("openreg", index))
+    return storage
+
+
 def _patched_init(cls: type, map_default: bool) -> Callable[..., None]:
     """``cls.__init__`` with a CUDA device type (first argument) read as openreg."""
     original = cls.__init__
@@ -241,11 +271,13 @@ def _install() -> Callable[[], None]:
     autocast, scaler = torch.amp.autocast_mode.autocast, torch.amp.GradScaler
     inits = {autocast: autocast.__init__, scaler: scaler.__init__}
     functions = {name: getattr(torch, name) for name in _DEVICE_TYPE_FUNCS}
+    load = torch.load
     saved_module = sys.modules.get("torch.cuda")
     autocast.__init__ = _patched_init(autocast, map_default=False)  # type: ignore[method-assign]
     scaler.__init__ = _patched_init(scaler, map_default=True)  # type: ignore[method-assign]
     for name, fn in functions.items():
         setattr(torch, name, _with_mapped_device_type(fn))
+    torch.load = _load_to_openreg(load)  # type: ignore[assignment]
     shim = _CudaModule()
     sys.modules["torch.cuda"] = shim
     torch.cuda = shim  # type: ignore[assignment]
@@ -255,6 +287,7 @@ def _install() -> Callable[[], None]:
             cls.__init__ = init  # type: ignore[method-assign]
         for name, fn in functions.items():
             setattr(torch, name, fn)
+        torch.load = load  # type: ignore[assignment]
         sys.modules["torch.cuda"] = saved_module if saved_module is not None else _REAL_CUDA
         torch.cuda = _REAL_CUDA  # type: ignore[assignment]
 
