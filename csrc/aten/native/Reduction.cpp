@@ -165,11 +165,13 @@ DimMask single_dim_mask(const at::Tensor& self, std::optional<int64_t> dim) {
   if (!dim.has_value()) {
     return make_mask(self, std::nullopt);
   }
-  DimMask mask;
-  if (self.dim() > 0) {
-    mask[c10::maybe_wrap_dim(*dim, self.dim())] = true;
+  if (self.dim() == 0) {
+    return DimMask();
   }
-  return mask;
+  // Through dim_list_to_bitset, as ATen: it wraps the dim and, like the CPU,
+  // refuses tensors of more than 64 dims (the mask has 64 bits).
+  const int64_t d = *dim;
+  return at::dim_list_to_bitset(c10::IntArrayRef(d), self.dim());
 }
 
 Shape reduced_shape(const at::Tensor& self, const DimMask& mask, bool keepdim) {
