@@ -5,9 +5,37 @@ Each case runs on CPU and on openreg: the same error, or the same values (and th
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
+import torch.nn.functional as F
 from _parity import assert_same_as_cpu
+
+# --- torch.mode with out= ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_mode_out_runs_like_cpu(dim, keepdim):
+    def run(device):
+        x = torch.tensor([[1.0, 2, 2, 3], [4, 4, 5, 6], [7, 7, 7, 1]], device=device)
+        values = torch.empty(0, device=device)
+        indices = torch.empty(0, dtype=torch.long, device=device)
+        result = torch.mode(x, dim, keepdim, out=(values, indices))
+        assert result.values is values and result.indices is indices
+        return values, indices
+
+    assert_same_as_cpu(run, rtol=0, atol=0)
+
+
+def test_mode_out_checks_dtypes_like_cpu():
+    def run(device):
+        x = torch.tensor([[1.0, 2, 2]], device=device)
+        return torch.mode(x, 1, out=(torch.empty(0, device=device), torch.empty(0, device=device)))
+
+    assert_same_as_cpu(run)
+
 
 # --- argmax / argmin / max / min with a dim on more than 64 dims ----------------------------------
 
@@ -32,3 +60,66 @@ def test_arg_reductions_with_a_dim_refuse_more_than_64_dims(fn):
 
 def test_arg_reductions_with_a_dim_still_work_on_64_dims():
     assert_same_as_cpu(lambda d: torch.arange(6.0, device=d).reshape([1] * 62 + [2, 3]).argmax(dim=-1))
+
+
+# --- warnings: the same ones as CPU, as often ------------------------------------------------------
+
+
+def _warnings(fn):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fn()
+    return [str(w.message).split(" (Triggered")[0] for w in caught]
+
+
+@pytest.mark.parametrize("loss", [F.mse_loss, F.smooth_l1_loss, F.l1_loss, F.huber_loss])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_losses_warn_as_cpu_does(loss, reduction):
+    a, b = torch.randn(3, 4), torch.randn(3, 4)
+    expected = _warnings(lambda: loss(a, b, reduction=reduction))
+    assert _warnings(lambda: loss(a.openreg(), b.openreg(), reduction=reduction)) == expected
+    torch.testing.assert_close(
+        loss(a.openreg(), b.openreg(), reduction=reduction).cpu(), loss(a, b, reduction=reduction)
+    )
+
+
+def test_uint8_mask_index_warns_once_as_cpu():
+    t = torch.arange(4.0)
+    m = torch.tensor([1, 0, 1, 0], dtype=torch.uint8)
+    expected = _warnings(lambda: t[m])
+    assert len(expected) == 1 and "uint8" in expected[0]
+    result = []
+    assert _warnings(lambda: result.append(t.openreg()[m.openreg()])) == expected
+    assert result[0].device.type == "openreg"
+    assert result[0].cpu().tolist() == [0.0, 2.0]
+
+
+@pytest.mark.parametrize(
+    ("name", "fn"),
+    [
+        (
+            "mode",
+            lambda x: torch.mode(
+                x, 0, out=(torch.empty_like(x), torch.empty(0, dtype=torch.long, device=x.device))
+            ),
+        ),
+        ("mse_loss", lambda x: F.mse_loss(x, x)),
+        ("smooth_l1_loss", lambda x: F.smooth_l1_loss(x, x)),
+        ("index", lambda x: x[torch.tensor([0, 2], device=x.device)]),
+    ],
+)
+def test_ops_routed_to_the_fallback_obey_its_policy(name, fn):
+    import openreg_lab
+
+    x = torch.arange(4.0, device="openreg")
+    with openreg_lab.fallback_policy("error"), pytest.raises(NotImplementedError, match=name):
+        fn(x)
+
+
+def test_index_with_cpu_and_openreg_indices_matches_cpu():
+    x = torch.arange(24.0).reshape(4, 6)
+    i = torch.tensor([3, 0, 3])
+    j = torch.tensor([1, 5, 2])
+    assert_same_as_cpu(lambda d: x.to(d)[i.to(d), j.to(d)], rtol=0, atol=0)
+    assert_same_as_cpu(lambda d: x.to(d)[i, j], rtol=0, atol=0)  # CPU indices, as on CUDA
+    assert_same_as_cpu(lambda d: x.to(d)[:, torch.tensor([True, False] * 3, device=d)], rtol=0, atol=0)
