@@ -36,3 +36,23 @@ def test_record_stream_refuses_a_stream_of_another_device_type():
 def test_record_stream_on_a_cpu_tensor_still_raises_as_in_pytorch():
     with pytest.raises(NotImplementedError, match="record_stream"):
         torch.randn(4).record_stream(torch.openreg.Stream())
+
+
+def test_elapsed_time_between_two_devices_raises():
+    start = torch.openreg.Event(enable_timing=True)
+    end = torch.openreg.Event(enable_timing=True)
+    start.record(torch.openreg.Stream(device=0))
+    end.record(torch.openreg.Stream(device=1))
+    with pytest.raises(RuntimeError, match="different devices, openreg:0 and openreg:1"):
+        start.elapsed_time(end)
+    with pytest.raises(RuntimeError, match="different devices, openreg:1 and openreg:0"):
+        end.elapsed_time(start)
+
+
+def test_elapsed_time_on_one_device_other_than_0_still_works():
+    start = torch.openreg.Event(enable_timing=True)
+    end = torch.openreg.Event(enable_timing=True)
+    s = torch.openreg.Stream(device=1)
+    start.record(s)
+    end.record(torch.openreg.Stream(device=1))
+    assert start.elapsed_time(end) >= 0.0
