@@ -209,3 +209,39 @@ def test_index_with_cpu_and_openreg_indices_matches_cpu():
     assert_same_as_cpu(lambda d: x.to(d)[i.to(d), j.to(d)], rtol=0, atol=0)
     assert_same_as_cpu(lambda d: x.to(d)[i, j], rtol=0, atol=0)  # CPU indices, as on CUDA
     assert_same_as_cpu(lambda d: x.to(d)[:, torch.tensor([True, False] * 3, device=d)], rtol=0, atol=0)
+
+
+# --- the operators routed to the fallback, under profiles --------------------------------------------
+
+ROUTED = {
+    "aten::mse_loss": lambda a, b, i: F.mse_loss(a, b),
+    "aten::smooth_l1_loss": lambda a, b, i: F.smooth_l1_loss(a, b),
+    "aten::index.Tensor": lambda a, b, i: a[i],
+}
+
+
+def _counts(fn):
+    from openreg_lab import _C
+
+    def now():
+        return (_C.fallbacks_on_this_thread(), _C.generic_calls_on_this_thread(), _C.copies_on_this_thread())
+
+    start = now()
+    fn()
+    return tuple(e - s for e, s in zip(now(), start, strict=True))
+
+
+@pytest.mark.parametrize("op", ROUTED)
+def test_routed_ops_run_generically_under_a_profile_that_has_them(op):
+    import openreg_lab
+
+    assert op in openreg_lab.dispatch.native.fallback_routes()
+    a, b = torch.randn(3, 4, device="openreg"), torch.randn(3, 4, device="openreg")
+    i = torch.tensor([2, 0], device="openreg")
+    fn = ROUTED[op]
+    with openreg_lab.use_profile("cpu"):
+        assert _counts(lambda: fn(a, b, i)) == (0, 1, 0)  # no fallback, one generic call, no copy
+    with openreg_lab.use_profile("minimal"):
+        fallbacks, generic, copies = _counts(lambda: fn(a, b, i))
+        assert fallbacks >= 1 and generic == 0 and copies > 0
+    torch.testing.assert_close(fn(a, b, i).cpu(), fn(a.cpu(), b.cpu(), i.cpu()))
