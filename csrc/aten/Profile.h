@@ -31,8 +31,9 @@
 //
 // Never switched: the operators every backend must provide (the `minimal`
 // family; the fallback itself needs them), the via-CPU convolution hooks (the
-// only way convolution reaches a backend) and PrivateUse1 kernels registered
-// outside openreg.
+// only way convolution reaches a backend), the fallback routes (ViaFallback.cpp:
+// their kernel is cpu_fallback, which takes the generic path for them when the
+// profile covers them) and PrivateUse1 kernels registered outside openreg.
 // Profiles are process-wide, like the fallback policy, and change only through
 // set_profile / clear_profile: the one place where a switch can be recorded.
 

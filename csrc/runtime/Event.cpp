@@ -43,6 +43,12 @@ double elapsed_ms(void* start, void* end) {
                     "Both events must be recorded before calculating elapsed time.");
   TORCH_CHECK_VALUE(a->timing && b->timing,
                     "Both events must be created with argument 'enable_timing=True'.");
+  // CUDA cannot time events of two devices (cudaEventElapsedTime fails):
+  // neither can openreg, whose devices share no clock in the model.
+  TORCH_CHECK(a->device == b->device,
+              "elapsed_time: the events were recorded on different devices, openreg:",
+              static_cast<int>(a->device), " and openreg:", static_cast<int>(b->device),
+              "; as on CUDA, both events must be recorded on the same device");
   return static_cast<double>(b->time_ns - a->time_ns) / 1e6;
 }
 

@@ -8,6 +8,7 @@ from importlib import resources
 import yaml
 
 VIA_CPU = "via_cpu"
+VIA_FALLBACK = "via_fallback"
 
 
 @cache
@@ -19,16 +20,26 @@ def _sections() -> dict[str, tuple[str, ...]]:
 
 def native_ops_by_family() -> dict[str, tuple[str, ...]]:
     """Return ``{family: (op, ...)}`` of the hand-written kernels in ``native_ops.yaml``, in file order."""
-    return {family: ops for family, ops in _sections().items() if family != VIA_CPU}
+    return {family: ops for family, ops in _sections().items() if family not in (VIA_CPU, VIA_FALLBACK)}
 
 
 def via_cpu_ops() -> list[str]:
-    """Operators registered for openreg that compute on the CPU through the copy path (convolution).
+    """Operators registered for openreg that compute on the CPU through the copy path.
 
-    PyTorch routes these to backend hooks the boxed fallback cannot reach, so openreg registers
-    them explicitly; they behave like the fallback (policy, copies) and are not native.
+    PyTorch routes convolution to backend hooks the boxed fallback cannot reach, and prefers a few
+    operators' composite kernels to it (``fallback_routes()``), so openreg registers them
+    explicitly; they behave like the fallback (policy, copies) and are not native.
     """
-    return sorted(_sections().get(VIA_CPU, ()))
+    return sorted(_sections().get(VIA_CPU, ()) + _sections().get(VIA_FALLBACK, ()))
+
+
+def fallback_routes() -> list[str]:
+    """The ``via_cpu_ops()`` whose openreg kernel is the boxed CPU fallback itself (``ViaFallback.cpp``).
+
+    PyTorch's composite kernels for these go wrong on openreg and would preempt the fallback.
+    Like any operator without an openreg kernel, they run generically under a profile that has them.
+    """
+    return sorted(_sections().get(VIA_FALLBACK, ()))
 
 
 def native_ops() -> list[str]:

@@ -153,6 +153,14 @@ void visit_integral(ScalarType t, F&& f) {
 
 // --- shapes, checks and outputs -------------------------------------------------
 
+// Whether `self` has more dims than a DimMask has bits. Every entry point
+// hands such a call to the CPU fallback, which then raises or computes exactly
+// as the CPU does (ATen refuses more than 64 dims for a reduction over given
+// dims, but reduces all dims of any tensor).
+bool beyond_mask(const at::Tensor& self) {
+  return self.dim() > static_cast<int64_t>(at::dim_bitset_size);
+}
+
 // Reduced dims as a bit mask; no dims (None or []) means all of them, as in ATen.
 DimMask make_mask(const at::Tensor& self, at::OptionalIntArrayRef dim) {
   if (dim.has_value() && dim->empty()) {
@@ -165,11 +173,13 @@ DimMask single_dim_mask(const at::Tensor& self, std::optional<int64_t> dim) {
   if (!dim.has_value()) {
     return make_mask(self, std::nullopt);
   }
-  DimMask mask;
-  if (self.dim() > 0) {
-    mask[c10::maybe_wrap_dim(*dim, self.dim())] = true;
+  if (self.dim() == 0) {
+    return DimMask();
   }
-  return mask;
+  // Through dim_list_to_bitset, as ATen: it wraps the dim and, like the CPU,
+  // refuses tensors of more than 64 dims (the mask has 64 bits).
+  const int64_t d = *dim;
+  return at::dim_list_to_bitset(c10::IntArrayRef(d), self.dim());
 }
 
 Shape reduced_shape(const at::Tensor& self, const DimMask& mask, bool keepdim) {
@@ -567,7 +577,7 @@ ScalarType sum_dtype(const at::Tensor& self, std::optional<ScalarType> dtype) {
 at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                    std::optional<ScalarType> dtype) {
   const ScalarType out_dtype = sum_dtype(self, dtype);
-  if (!is_sum_native(self.scalar_type(), out_dtype)) {
+  if (beyond_mask(self) || !is_sum_native(self.scalar_type(), out_dtype)) {
     return fallback<at::_ops::sum_dim_IntList>(self, dim, keepdim, dtype);
   }
   const DimMask mask = make_mask(self, dim);
@@ -578,7 +588,7 @@ at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool kee
 
 at::Tensor sum(const at::Tensor& self, std::optional<ScalarType> dtype) {
   const ScalarType out_dtype = sum_dtype(self, dtype);
-  if (!is_sum_native(self.scalar_type(), out_dtype)) {
+  if (beyond_mask(self) || !is_sum_native(self.scalar_type(), out_dtype)) {
     return fallback<at::_ops::sum>(self, dtype);
   }
   const DimMask mask = make_mask(self, std::nullopt);
@@ -590,7 +600,7 @@ at::Tensor sum(const at::Tensor& self, std::optional<ScalarType> dtype) {
 at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                     std::optional<ScalarType> dtype, at::Tensor& out) {
   const ScalarType out_dtype = dtype.value_or(out.scalar_type());
-  if (!is_sum_native(self.scalar_type(), out_dtype)) {
+  if (beyond_mask(self) || !is_sum_native(self.scalar_type(), out_dtype)) {
     return fallback<at::_ops::sum_IntList_out>(self, dim, keepdim, dtype, out);
   }
   const DimMask mask = make_mask(self, dim);
@@ -618,7 +628,7 @@ at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
                     std::optional<ScalarType> dtype) {
   check_mean_dtype(self, dtype);
   const ScalarType out_dtype = dtype.value_or(self.scalar_type());
-  if (!is_native(self.scalar_type()) || !is_floating(out_dtype)) {
+  if (beyond_mask(self) || !is_native(self.scalar_type()) || !is_floating(out_dtype)) {
     return fallback<at::_ops::mean_dim>(self, dim, keepdim, dtype);
   }
   const DimMask mask = make_mask(self, dim);
@@ -630,7 +640,7 @@ at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
 at::Tensor mean(const at::Tensor& self, std::optional<ScalarType> dtype) {
   check_mean_dtype(self, dtype);
   const ScalarType out_dtype = dtype.value_or(self.scalar_type());
-  if (!is_native(self.scalar_type()) || !is_floating(out_dtype)) {
+  if (beyond_mask(self) || !is_native(self.scalar_type()) || !is_floating(out_dtype)) {
     return fallback<at::_ops::mean>(self, dtype);
   }
   at::Tensor out = new_output(self, {}, out_dtype);
@@ -643,7 +653,7 @@ at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool k
   check_mean_dtype(self, dtype);
   const ScalarType out_dtype = dtype.value_or(out.scalar_type());
   // An integral out= tensor fails on CPU only after the sum; let it.
-  if (!is_native(self.scalar_type()) || !is_floating(out_dtype)) {
+  if (beyond_mask(self) || !is_native(self.scalar_type()) || !is_floating(out_dtype)) {
     return fallback<at::_ops::mean_out>(self, dim, keepdim, dtype, out);
   }
   const DimMask mask = make_mask(self, dim);
@@ -789,7 +799,7 @@ void minmax_into(const at::Tensor& out, const at::Tensor& self, const DimMask& m
 
 template <bool kMax>
 at::Tensor amax_amin(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
-  if (!is_native(self.scalar_type())) {
+  if (beyond_mask(self) || !is_native(self.scalar_type())) {
     using Op = std::conditional_t<kMax, at::_ops::amax, at::_ops::amin>;
     return fallback<Op>(self, dim, keepdim);
   }
@@ -805,7 +815,7 @@ at::Tensor amax_amin(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) 
 template <bool kMax>
 at::Tensor& amax_amin_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim,
                           at::Tensor& out) {
-  if (!is_native(self.scalar_type())) {
+  if (beyond_mask(self) || !is_native(self.scalar_type())) {
     using Op = std::conditional_t<kMax, at::_ops::amax_out, at::_ops::amin_out>;
     return fallback<Op>(self, dim, keepdim, out);
   }
@@ -825,7 +835,7 @@ at::Tensor& amax_amin_out(const at::Tensor& self, at::IntArrayRef dim, bool keep
 
 template <bool kMax>
 at::Tensor max_min_all(const at::Tensor& self) {
-  if (!is_native(self.scalar_type())) {
+  if (beyond_mask(self) || !is_native(self.scalar_type())) {
     using Op = std::conditional_t<kMax, at::_ops::max, at::_ops::min>;
     return fallback<Op>(self);
   }
@@ -944,7 +954,7 @@ void arg_into(const at::Tensor& values, const at::Tensor& indices, const at::Ten
 
 template <bool kMax>
 std::tuple<at::Tensor, at::Tensor> max_min_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
-  if (!is_native(self.scalar_type())) {
+  if (beyond_mask(self) || !is_native(self.scalar_type())) {
     using Op = std::conditional_t<kMax, at::_ops::max_dim, at::_ops::min_dim>;
     return fallback<Op>(self, dim, keepdim);
   }
@@ -962,7 +972,7 @@ template <bool kMax>
 std::tuple<at::Tensor&, at::Tensor&> max_min_dim_out(const at::Tensor& self, int64_t dim,
                                                      bool keepdim, at::Tensor& values,
                                                      at::Tensor& indices) {
-  if (!is_native(self.scalar_type())) {
+  if (beyond_mask(self) || !is_native(self.scalar_type())) {
     using Op = std::conditional_t<kMax, at::_ops::max_dim_max, at::_ops::min_dim_min>;
     return fallback<Op>(self, dim, keepdim, values, indices);
   }
@@ -998,7 +1008,7 @@ void check_arg(const char* name, const at::Tensor& self, std::optional<int64_t> 
 template <bool kMax>
 at::Tensor argmax_argmin(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
   check_arg(kMax ? "argmax()" : "argmin()", self, dim);
-  if (!is_native(self.scalar_type())) {
+  if (beyond_mask(self) || !is_native(self.scalar_type())) {
     using Op = std::conditional_t<kMax, at::_ops::argmax, at::_ops::argmin>;
     return fallback<Op>(self, dim, keepdim);
   }
@@ -1012,7 +1022,7 @@ template <bool kMax>
 at::Tensor& argmax_argmin_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
                               at::Tensor& out) {
   check_arg(kMax ? "argmax()" : "argmin()", self, dim);
-  if (!is_native(self.scalar_type())) {
+  if (beyond_mask(self) || !is_native(self.scalar_type())) {
     using Op = std::conditional_t<kMax, at::_ops::argmax_out, at::_ops::argmin_out>;
     return fallback<Op>(self, dim, keepdim, out);
   }
@@ -1118,7 +1128,7 @@ void var_into(const char* name, const at::Tensor& out, const at::Tensor& self, c
 template <bool kStd>
 at::Tensor var_std(const at::Tensor& self, at::OptionalIntArrayRef dim,
                    const std::optional<c10::Scalar>& correction, bool keepdim) {
-  if (!is_floating(self.scalar_type())) {
+  if (beyond_mask(self) || !is_floating(self.scalar_type())) {
     check_var_dtype(self);
     using Op = std::conditional_t<kStd, at::_ops::std_correction, at::_ops::var_correction>;
     return fallback<Op>(self, dim, correction, keepdim);
@@ -1134,7 +1144,8 @@ at::Tensor& var_std_out(const at::Tensor& self, at::OptionalIntArrayRef dim,
                         const std::optional<c10::Scalar>& correction, bool keepdim,
                         at::Tensor& out) {
   // A result dtype other than the input's takes CPU's mixed-precision paths.
-  if (!is_floating(self.scalar_type()) || out.scalar_type() != self.scalar_type()) {
+  if (beyond_mask(self) || !is_floating(self.scalar_type()) ||
+      out.scalar_type() != self.scalar_type()) {
     check_var_dtype(self);
     using Op = std::conditional_t<kStd, at::_ops::std_correction_out, at::_ops::var_correction_out>;
     return fallback<Op>(self, dim, correction, keepdim, out);

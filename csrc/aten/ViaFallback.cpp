@@ -1,0 +1,34 @@
+// Operators whose PyTorch kernel for openreg is a composite that goes wrong
+// on it, routed to the boxed CPU fallback instead.
+//
+// The dispatcher prefers an operator's CompositeExplicitAutograd(NonFunctional)
+// kernel to a backend's boxed fallback, so these operators never reached the
+// fallback. Registering the fallback itself as their PrivateUse1 kernel runs
+// them exactly as any operator openreg lacks (policy check, copy path, CPU
+// kernel) instead of through:
+//   - aten::mode.values: mode_out refuses every device but CPU, CUDA and XPU
+//     ("mode only supports CPU, CUDA and XPU device type, got: openreg");
+//   - aten::mse_loss, aten::smooth_l1_loss: the structured functional wrapper
+//     allocates the reduced (0-dim) result and calls the .out kernel, whose
+//     meta function first sizes the output like the broadcast inputs: a
+//     one-element out= resized, and a deprecation warning CPU never emits;
+//   - aten::index.Tensor: the same wrapper runs index's meta function, which
+//     expands a uint8 mask (and warns that uint8 indices are deprecated), and
+//     then the .out kernel expands (and warns) again: twice where CPU warns
+//     once.
+// native_group_norm has the same problem but gets a native kernel
+// (native/GroupNorm.cpp).
+
+#include "aten/Fallback.h"
+
+#include <torch/library.h>
+
+namespace openreg {
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* name : {"mode.values", "mse_loss", "smooth_l1_loss", "index.Tensor"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+  }
+}
+
+}  // namespace openreg

@@ -1,0 +1,247 @@
+"""More bugs PyTorch's device-generic suites found on openreg (issue 13, item 2, and the smaller items of 3).
+
+Each case runs on CPU and on openreg: the same error, or the same values (and the same warnings).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from _parity import assert_same_as_cpu
+
+# --- torch.mode with out= ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_mode_out_runs_like_cpu(dim, keepdim):
+    def run(device):
+        x = torch.tensor([[1.0, 2, 2, 3], [4, 4, 5, 6], [7, 7, 7, 1]], device=device)
+        values = torch.empty(0, device=device)
+        indices = torch.empty(0, dtype=torch.long, device=device)
+        result = torch.mode(x, dim, keepdim, out=(values, indices))
+        assert result.values is values and result.indices is indices
+        return values, indices
+
+    assert_same_as_cpu(run, rtol=0, atol=0)
+
+
+def test_mode_out_checks_dtypes_like_cpu():
+    def run(device):
+        x = torch.tensor([[1.0, 2, 2]], device=device)
+        return torch.mode(x, 1, out=(torch.empty(0, device=device), torch.empty(0, device=device)))
+
+    assert_same_as_cpu(run)
+
+
+# --- argmax / argmin / max / min with a dim on more than 64 dims ----------------------------------
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda t, d: torch.argmax(t, dim=0),
+        lambda t, d: torch.argmin(t, dim=-1, keepdim=True),
+        lambda t, d: torch.argmax(t, 0, out=torch.empty(0, dtype=torch.long, device=d)),
+        lambda t, d: torch.max(t, dim=3),
+        lambda t, d: torch.min(
+            t, 0, out=(torch.empty(0, device=d), torch.empty(0, dtype=torch.long, device=d))
+        ),
+    ],
+    ids=["argmax", "argmin_keepdim", "argmax_out", "max_dim", "min_dim_out"],
+)
+def test_arg_reductions_with_a_dim_refuse_more_than_64_dims(fn):
+    err = assert_same_as_cpu(lambda d: fn(torch.zeros([1] * 65, device=d), d))
+    assert "only tensors with up to 64 dims are supported" in str(err)
+
+
+def _big(device):
+    # 65 dims: one more than a reduction's dim mask has bits.
+    return torch.arange(6.0).reshape([1] * 63 + [2, 3]).to(device)
+
+
+WHOLE_TENSOR_REDUCTIONS = {
+    "sum": lambda t, d: t.sum(),
+    "sum_int": lambda t, d: t.long().sum(),
+    "sum_keepdim": lambda t, d: t.sum(dim=None, keepdim=True),
+    "sum_dim": lambda t, d: t.sum(dim=1),
+    "sum_out": lambda t, d: torch.sum(t, dim=[], out=torch.empty(0, device=d)),
+    "mean": lambda t, d: t.mean(),
+    "mean_dim": lambda t, d: t.mean(dim=-1),
+    "mean_out": lambda t, d: torch.mean(t, dim=[], out=torch.empty(0, device=d)),
+    "amax": lambda t, d: t.amax(),
+    "amin_dim": lambda t, d: t.amin(dim=0),
+    "amax_out": lambda t, d: torch.amax(t, dim=[], out=torch.empty(0, device=d)),
+    "max": lambda t, d: t.max(),
+    "min": lambda t, d: t.min(),
+    "argmax": lambda t, d: t.argmax(),
+    "argmin_keepdim": lambda t, d: t.argmin(keepdim=True),
+    "var": lambda t, d: t.var(),
+    "std_keepdim": lambda t, d: t.std(dim=None, keepdim=True),
+    "std_dim": lambda t, d: t.std(dim=64),
+    "var_out": lambda t, d: torch.var(t, dim=None, out=torch.empty(0, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", WHOLE_TENSOR_REDUCTIONS)
+def test_reductions_of_more_than_64_dims_match_cpu(name):
+    fn = WHOLE_TENSOR_REDUCTIONS[name]
+
+    def run(device):
+        r = fn(_big(device), device)
+        return tuple(r.shape), r.reshape(-1)  # assert_close itself cannot compare 65-dim tensors
+
+    assert_same_as_cpu(run)
+
+
+def test_arg_reductions_with_a_dim_still_work_on_64_dims():
+    assert_same_as_cpu(lambda d: torch.arange(6.0, device=d).reshape([1] * 62 + [2, 3]).argmax(dim=-1))
+
+
+# --- group_norm on channels_last ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda x: x.to(memory_format=torch.channels_last),
+        lambda x: x.transpose(2, 3),
+        lambda x: x,
+    ],
+    ids=["channels_last", "transposed", "contiguous"],
+)
+@pytest.mark.parametrize("affine", [False, True])
+def test_group_norm_any_layout_matches_cpu(make, affine):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 6, 3, 4, generator=g)
+    w = torch.randn(6, generator=g)
+    b = torch.randn(6, generator=g)
+
+    def run(device):
+        args = (w.to(device), b.to(device)) if affine else (None, None)
+        y = F.group_norm(make(x.to(device)), 3, *args)
+        return y, y.is_contiguous(), y.is_contiguous(memory_format=torch.channels_last)
+
+    assert_same_as_cpu(run)
+
+
+def test_group_norm_channels_last_backward_matches_cpu():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 4, 3, 3, generator=g).to(memory_format=torch.channels_last)
+    norm = torch.nn.GroupNorm(2, 4)
+
+    def run(device):
+        m = torch.nn.GroupNorm(2, 4).to(device)
+        m.load_state_dict(norm.state_dict())
+        xi = x.detach().to(device).requires_grad_()
+        (m(xi) * torch.arange(72.0, device=device).reshape(2, 4, 3, 3)).sum().backward()
+        return xi.grad, m.weight.grad, m.bias.grad
+
+    assert_same_as_cpu(run)
+
+
+def test_native_group_norm_channels_last_5d_returns_cpu_stats():
+    x = torch.randn(2, 4, 2, 3, 2).to(memory_format=torch.channels_last_3d)
+    assert_same_as_cpu(lambda d: torch.native_group_norm(x.to(d), None, None, 2, 4, 12, 2, 1e-5))
+
+
+# --- warnings: the same ones as CPU, as often ------------------------------------------------------
+
+
+def _warnings(fn):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fn()
+    return [str(w.message).split(" (Triggered")[0] for w in caught]
+
+
+@pytest.mark.parametrize("loss", [F.mse_loss, F.smooth_l1_loss, F.l1_loss, F.huber_loss])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_losses_warn_as_cpu_does(loss, reduction):
+    a, b = torch.randn(3, 4), torch.randn(3, 4)
+    expected = _warnings(lambda: loss(a, b, reduction=reduction))
+    assert _warnings(lambda: loss(a.openreg(), b.openreg(), reduction=reduction)) == expected
+    torch.testing.assert_close(
+        loss(a.openreg(), b.openreg(), reduction=reduction).cpu(), loss(a, b, reduction=reduction)
+    )
+
+
+def test_uint8_mask_index_warns_once_as_cpu():
+    t = torch.arange(4.0)
+    m = torch.tensor([1, 0, 1, 0], dtype=torch.uint8)
+    expected = _warnings(lambda: t[m])
+    assert len(expected) == 1 and "uint8" in expected[0]
+    result = []
+    assert _warnings(lambda: result.append(t.openreg()[m.openreg()])) == expected
+    assert result[0].device.type == "openreg"
+    assert result[0].cpu().tolist() == [0.0, 2.0]
+
+
+@pytest.mark.parametrize(
+    ("name", "fn"),
+    [
+        (
+            "mode",
+            lambda x: torch.mode(
+                x, 0, out=(torch.empty_like(x), torch.empty(0, dtype=torch.long, device=x.device))
+            ),
+        ),
+        ("mse_loss", lambda x: F.mse_loss(x, x)),
+        ("smooth_l1_loss", lambda x: F.smooth_l1_loss(x, x)),
+        ("index", lambda x: x[torch.tensor([0, 2], device=x.device)]),
+    ],
+)
+def test_ops_routed_to_the_fallback_obey_its_policy(name, fn):
+    import openreg_lab
+
+    x = torch.arange(4.0, device="openreg")
+    with openreg_lab.fallback_policy("error"), pytest.raises(NotImplementedError, match=name):
+        fn(x)
+
+
+def test_index_with_cpu_and_openreg_indices_matches_cpu():
+    x = torch.arange(24.0).reshape(4, 6)
+    i = torch.tensor([3, 0, 3])
+    j = torch.tensor([1, 5, 2])
+    assert_same_as_cpu(lambda d: x.to(d)[i.to(d), j.to(d)], rtol=0, atol=0)
+    assert_same_as_cpu(lambda d: x.to(d)[i, j], rtol=0, atol=0)  # CPU indices, as on CUDA
+    assert_same_as_cpu(lambda d: x.to(d)[:, torch.tensor([True, False] * 3, device=d)], rtol=0, atol=0)
+
+
+# --- the operators routed to the fallback, under profiles --------------------------------------------
+
+ROUTED = {
+    "aten::mse_loss": lambda a, b, i: F.mse_loss(a, b),
+    "aten::smooth_l1_loss": lambda a, b, i: F.smooth_l1_loss(a, b),
+    "aten::index.Tensor": lambda a, b, i: a[i],
+}
+
+
+def _counts(fn):
+    from openreg_lab import _C
+
+    def now():
+        return (_C.fallbacks_on_this_thread(), _C.generic_calls_on_this_thread(), _C.copies_on_this_thread())
+
+    start = now()
+    fn()
+    return tuple(e - s for e, s in zip(now(), start, strict=True))
+
+
+@pytest.mark.parametrize("op", ROUTED)
+def test_routed_ops_run_generically_under_a_profile_that_has_them(op):
+    import openreg_lab
+
+    assert op in openreg_lab.dispatch.native.fallback_routes()
+    a, b = torch.randn(3, 4, device="openreg"), torch.randn(3, 4, device="openreg")
+    i = torch.tensor([2, 0], device="openreg")
+    fn = ROUTED[op]
+    with openreg_lab.use_profile("cpu"):
+        assert _counts(lambda: fn(a, b, i)) == (0, 1, 0)  # no fallback, one generic call, no copy
+    with openreg_lab.use_profile("minimal"):
+        fallbacks, generic, copies = _counts(lambda: fn(a, b, i))
+        assert fallbacks >= 1 and generic == 0 and copies > 0
+    torch.testing.assert_close(fn(a, b, i).cpu(), fn(a.cpu(), b.cpu(), i.cpu()))
