@@ -124,3 +124,17 @@ def test_torch_load_with_a_cuda_map_location_lands_on_openreg(tmp_path):
         assert torch.load(path)["w"].device.type == "cpu"  # saved on the CPU: stays there
         assert torch.load(path, map_location=lambda s, loc: s)["w"].device.type == "cpu"
     assert torch.load(path, map_location="cpu")["w"].device.type == "cpu"
+
+
+def test_cuda_generators_are_openreg_generators():
+    import openreg_lab
+
+    with openreg_lab.from_cuda():
+        g = torch.Generator(device="cuda:1").manual_seed(3)
+        assert g.device == torch.device("openreg", 1)
+        assert isinstance(g, torch.Generator) and isinstance(torch.default_generator, torch.Generator)
+        a = torch.randn(4, generator=g, device="cuda:1")
+        b = torch.randn(4, generator=torch.Generator(device="cuda:1").manual_seed(3), device="cuda:1")
+        assert a.device == torch.device("openreg", 1) and torch.equal(a.cpu(), b.cpu())
+        assert torch.Generator().device.type == "cpu"
+    assert torch.Generator is torch._C.Generator

@@ -135,3 +135,8 @@ def test_dispatch_explorer_grid_path_toggles_and_callables():
     assert mine.explanation.op == "aten::mul.Tensor" and mine.explanation.steps[-1].key == "PrivateUse1"
     with pytest.raises(ValueError, match="no operator named"):
         openreg_lab.views.DispatchExplorer("aten::not_an_op")
+    # The picker searches schemas as well as names.
+    ex.search.value = "Tensor weight, Tensor? bias=None) -> Tensor"
+    assert "aten::linear" in ex.picker.options and "aten::mul.Tensor" not in ex.picker.options
+    ex.search.value = ""
+    assert len(ex.picker.options) == len(ex._schemas) > 3000

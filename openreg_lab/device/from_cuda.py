@@ -232,6 +232,23 @@ def _load_to_openreg(load: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+_REAL_GENERATOR = torch.Generator
+
+
+class _AnyGenerator(type(_REAL_GENERATOR)):  # type: ignore[misc]
+    """Metaclass: every real generator is an instance, so ``isinstance`` checks keep working."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, _REAL_GENERATOR)
+
+
+class _Generator(_REAL_GENERATOR, metaclass=_AnyGenerator):  # type: ignore[misc]
+    """``torch.Generator`` inside ``from_cuda()``: ``device="cuda"`` makes an openreg generator."""
+
+    def __new__(cls, device: Any = "cpu") -> Any:
+        return _REAL_GENERATOR(device=_map_device(device))
+
+
 def _cuda_storages_to_openreg(storage: Any, location: str) -> Any:
     """``map_location`` for checkpoints saved on CUDA: their storages restored on openreg."""
     if location.startswith("cuda"):
@@ -278,6 +295,7 @@ def _install() -> Callable[[], None]:
     for name, fn in functions.items():
         setattr(torch, name, _with_mapped_device_type(fn))
     torch.load = _load_to_openreg(load)  # type: ignore[assignment]
+    torch.Generator = _Generator  # type: ignore[misc]
     shim = _CudaModule()
     sys.modules["torch.cuda"] = shim
     torch.cuda = shim  # type: ignore[assignment]
@@ -288,6 +306,7 @@ def _install() -> Callable[[], None]:
         for name, fn in functions.items():
             setattr(torch, name, fn)
         torch.load = load  # type: ignore[assignment]
+        torch.Generator = _REAL_GENERATOR  # type: ignore[misc]
         sys.modules["torch.cuda"] = saved_module if saved_module is not None else _REAL_CUDA
         torch.cuda = _REAL_CUDA  # type: ignore[assignment]
 

@@ -112,6 +112,24 @@ def opinfo_sample(op: str, requires_grad: bool) -> tuple[Any, tuple[Any, ...], d
     return None
 
 
+def schemas() -> dict[str, str]:
+    """Every registered operator overload's schema, by qualified name."""
+    out = {}
+    for name in sorted(torch._C._dispatch_get_all_op_names()):
+        base, _, overload = name.partition(".")
+        try:
+            out[name] = str(torch._C._get_schema(base, overload))
+        except RuntimeError:
+            out[name] = name
+    return out
+
+
+def search_ops(text: str, table: dict[str, str]) -> list[str]:
+    """The operator names whose name or schema contains ``text`` (case-insensitive)."""
+    t = text.lower()
+    return [n for n, sch in table.items() if t in n.lower() or t in sch.lower()]
+
+
 def _op_name(op: Any) -> str:
     if isinstance(op, torch._ops.OpOverload):
         return op.name()
@@ -147,6 +165,13 @@ class DispatchExplorer(w.VBox):
             ensure_option=False,
             layout=w.Layout(width="420px"),
         )
+        self._schemas = schemas()
+        self.search = w.Text(
+            placeholder="search names and schemas, e.g. Tensor? bias",
+            continuous_update=False,
+            layout=w.Layout(width="300px"),
+        )
+        self.search.observe(self._searched, "value")
         self.schema = w.HTML()
         self.requires_grad = w.Checkbox(value=True, description="requires_grad", indent=False)
         self.autocast = w.Checkbox(value=False, description="autocast (bfloat16)", indent=False)
@@ -174,7 +199,7 @@ class DispatchExplorer(w.VBox):
         )
         super().__init__(
             [
-                w.HBox([self.picker, self.run_button]),
+                w.HBox([self.picker, self.search, self.run_button]),
                 self.schema,
                 toggles,
                 w.HBox([self.grid, self.steps]),
@@ -183,6 +208,10 @@ class DispatchExplorer(w.VBox):
         )
         self.add_class("openreg-dispatch-explorer")
         self.run()
+
+    def _searched(self, change: dict[str, Any]) -> None:
+        found = search_ops(change["new"], self._schemas) if change["new"] else list(self._schemas)
+        self.picker.options = found or list(self._schemas)
 
     @property
     def op(self) -> str:
