@@ -240,14 +240,7 @@ def _walk(
 def _observed_calls(name: str, run: Any, ops: frozenset[str] | None) -> tuple[list[Call], str | None, Any]:
     """Run ``run()`` under a trace; return the operators it called below ``name``, its error and
     the trace."""
-    from openreg_lab.recording.session import Trace
-
-    error = None
-    with Trace() as t:
-        try:
-            run()
-        except Exception as e:  # the explanation stands; the failure is part of it
-            error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    t, error = _run_traced(run)
     ev = t.events
     ops_ev = ev[ev["kind"] == "op"]
     if ops_ev.empty:
@@ -257,6 +250,20 @@ def _observed_calls(name: str, run: Any, ops: frozenset[str] | None) -> tuple[li
     # (a composite decomposed above them) its sub-operators are the top-level calls.
     root = int(top["id"].iloc[0]) if top["name"].iloc[0] == name else -1
     return _calls_below(ev, ops_ev, root, ops), error, t
+
+
+def _run_traced(run: Any, record_shapes: bool = False) -> tuple[Any, str | None]:
+    """Run ``run()`` under a trace; return the trace and the first line of what it raised, if anything
+    (the explanation stands; the failure is part of it)."""
+    from openreg_lab.recording.session import Trace
+
+    error = None
+    with Trace(record_shapes=record_shapes) as t:
+        try:
+            run()
+        except Exception as e:
+            error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    return t, error
 
 
 def _calls_below(ev: Any, ops_ev: Any, root: int, ops: frozenset[str] | None) -> list[Call]:
@@ -340,17 +347,10 @@ def explain(op: Any, *args: Any, **kwargs: Any) -> Explanation:
 
 def _explain_callable(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Explanation:
     """Run ``fn(*args, **kwargs)`` under a trace and explain the operators it called (see ``explain``)."""
-    from openreg_lab.recording.session import Trace
-
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
     module = getattr(fn, "__module__", None)
     called = f"{module}.{name}" if module and module != "builtins" else str(name)
-    error = None
-    with Trace(record_shapes=True) as t:
-        try:
-            fn(*args, **kwargs)
-        except Exception as e:  # the explanation stands; the failure is part of it
-            error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    t, error = _run_traced(lambda: fn(*args, **kwargs), record_shapes=True)
     ev = t.events
     ops_ev = ev[ev["kind"] == "op"]
     top = ops_ev[ops_ev["parent"] == -1]

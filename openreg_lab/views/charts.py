@@ -20,9 +20,14 @@ from openreg_lab.views.lod import Pyramid
 TOP_FALLBACKS = 15
 
 
+def shown_fallbacks(fb: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``fallback_costs`` the bar chart draws, in its order (bar ``i`` is row ``i``)."""
+    return fb.head(TOP_FALLBACKS).iloc[::-1].reset_index(drop=True)  # the costliest at the top
+
+
 def fallbacks(fb: pd.DataFrame) -> go.Figure:
     """Fallbacks ranked by cost, each a bar split into copy to CPU, CPU compute and copy back."""
-    fb = fb.head(TOP_FALLBACKS).iloc[::-1]  # the costliest at the top
+    fb = shown_fallbacks(fb)
     fig = go.Figure()
     parts = [
         ("copy to CPU", "copy_to_cpu_ns", "bytes_to_cpu"),

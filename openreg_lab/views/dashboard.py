@@ -64,7 +64,7 @@ class Dashboard(w.VBox):
             self.ops,
             OP_COLUMNS,
             key=lambda r: f"{r['name']}|{r['device']}",
-            filter=lambda f, **kw: tables.filter_ops(f, **kw),
+            filter=tables.filter_ops,
             kernels=tables.KERNEL_KINDS,
             devices=devices,
             sort=("total_ns", False),
@@ -189,7 +189,7 @@ class Dashboard(w.VBox):
                 return
 
     def _fallback_clicked(self, trace: Any, points: Any, state: Any) -> None:
-        shown = self.fallbacks.head(charts.TOP_FALLBACKS).iloc[::-1].reset_index(drop=True)
+        shown = charts.shown_fallbacks(self.fallbacks)
         for i in points.point_inds:
             name = shown["name"].iat[i]
             fb = self.events[(self.events["kind"] == "fallback") & (self.events["name"] == name)]
@@ -201,7 +201,15 @@ class Dashboard(w.VBox):
     # -- display ------------------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle = super()._repr_mimebundle_(**kwargs) or {}
-        bundle["text/html"] = static.dashboard_html(self.events, dropped=self.dropped, capacity=self.capacity)
+        bundle["text/html"] = static.dashboard_html(
+            self.events,
+            dropped=self.dropped,
+            capacity=self.capacity,
+            pyramid=self.pyramid,
+            ops=self.ops,
+            flows=self.flows,
+            fallbacks=self.fallbacks,
+        )
         bundle["text/plain"] = static.one_line(self.events, self.dropped)
         return png.add_png(bundle, self.figure_for(self.chart_tabs.value) if png.enabled() else None)
 

@@ -171,14 +171,27 @@ def timeline_svg(pyramid: Pyramid, width: int = 900) -> str:
     return "".join(parts) + note
 
 
-def dashboard_html(events: pd.DataFrame, *, dropped: int = 0, capacity: int | None = None) -> str:
-    """The dashboard without a kernel: header, timeline, op table, fallbacks, dispatch flow, casts, memory."""
-    pyramid = Pyramid(events)
-    ops = tables.op_table(events)
-    flows = tables.dispatch_flows(events)
+def dashboard_html(
+    events: pd.DataFrame,
+    *,
+    dropped: int = 0,
+    capacity: int | None = None,
+    pyramid: Pyramid | None = None,
+    ops: pd.DataFrame | None = None,
+    flows: pd.DataFrame | None = None,
+    fallbacks: pd.DataFrame | None = None,
+) -> str:
+    """The dashboard without a kernel: header, timeline, op table, fallbacks, dispatch flow, casts, memory.
+
+    A live dashboard passes the tables it already computed (``pyramid``, ``ops``, ``flows``,
+    ``fallbacks``) so that displaying it does not compute them twice.
+    """
+    pyramid = pyramid if pyramid is not None else Pyramid(events)
+    ops = ops if ops is not None else tables.op_table(events)
+    flows = flows if flows is not None else tables.dispatch_flows(events)
+    fb = fallbacks if fallbacks is not None else tables.fallback_costs(events)
     casts = tables.cast_table(events)
     peaks = tables.memory_peaks(events)
-    fb = tables.fallback_costs(events)
     sections = [
         header_html(events, dropped=dropped, capacity=capacity),
         timeline_svg(pyramid),
