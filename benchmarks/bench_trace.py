@@ -7,7 +7,9 @@ event; and how long a million-event trace takes to save and load.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -110,6 +112,56 @@ def per_event_cost() -> None:
     )  # fmt: skip
 
 
+# One fresh process: two untraced warm-up steps (torch's own first-call costs), then, timed, an
+# untraced step, the first traced step (the recorder meets every op for the first time: it reads
+# each operator's dispatch table) and a later traced step. Each traced step opens and closes its
+# trace. Prints the three times and the number of distinct operators the step records.
+_FRESH = """
+import json, sys, time, torch
+sys.path.insert(0, {bench!r})
+from _models import training_cases
+import openreg_lab
+name, model, x, y, loss_fn = [c for c in training_cases() if c[0] == "transformer"][0]
+model, x, y = model.openreg(), x.openreg(), y.openreg()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+def step():
+    opt.zero_grad()
+    loss_fn(model(x), y).backward()
+    opt.step()
+    torch.openreg.synchronize()
+def timed(traced):
+    s = time.perf_counter()
+    if traced:
+        with openreg_lab.trace(record_shapes=True) as t:
+            step()
+    else:
+        step()
+    return time.perf_counter() - s, (t if traced else None)
+step(); step()
+untraced, _ = timed(False)
+first, t = timed(True)
+later, _ = timed(True)
+print(json.dumps([untraced, first, later, int(t.events["name"].nunique())]))
+"""
+
+
+def first_sight_table(processes: int = 7) -> None:
+    code = _FRESH.format(bench=str(Path(__file__).resolve().parent))
+    runs = []
+    for _ in range(processes):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    untraced, first, later, ops = (float(np.median([r[i] for r in runs])) for i in range(4))
+    print_table(
+        ["fresh process, transformer step", "untraced step", "later traced step", "first traced step",
+         "first / later", "distinct ops", "first sight per op"],
+        [["open + step + close, shapes on", fmt_time(untraced), f"{later / untraced:.2f}x untraced",
+          f"{first / untraced:.2f}x untraced", f"{first / later:.2f}", f"{ops:.0f}",
+          fmt_time(max(first - later, 0.0) / ops)]],
+    )  # fmt: skip
+    print(f"medians of {processes} fresh processes")
+
+
 def file_table() -> None:
     x = torch.randn(16, device="openreg")
     with openreg_lab.trace(record_shapes=True, stack=True) as t:
@@ -144,6 +196,8 @@ def main() -> None:
     overhead_table()
     print()
     per_event_cost()
+    print()
+    first_sight_table()
     print()
     file_table()
 

@@ -4,6 +4,8 @@
 
 #include "python/Trace.h"
 
+#include "trace/DispatchPath.h"
+
 #include "trace/Hooks.h"
 #include "trace/Intern.h"
 #include "trace/OpObserver.h"
@@ -134,6 +136,12 @@ void bind_trace(py::module_& m) {
   m.def("_trace_enabled", &trace::enabled);
   m.def("_trace_strings", &trace::interned_strings);
   m.def("_trace_events_so_far", &trace::events_so_far);
+  m.def(
+      "_dispatch_table_kinds",
+      [](const std::string& name, const std::string& overload) {
+        return trace::describe_dispatch_table({name, overload});
+      },
+      py::arg("name"), py::arg("overload") = "");
   m.def("_trace_mark", [](const std::string& name) { trace::record_mark(name); }, py::arg("name"));
   m.def("_trace_event_size", [] { return sizeof(trace::Event); });
   // For benchmarks/bench_trace.py: records `n` alloc events through the same
