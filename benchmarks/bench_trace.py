@@ -37,11 +37,11 @@ class EmptyMode(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _steps(model, x, y, loss_fn):
+def _steps(model, x, y, loss_fn, steps=STEPS):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
 
     def run():
-        for _ in range(STEPS):
+        for _ in range(steps):
             opt.zero_grad()
             loss_fn(model(x), y).backward()
             opt.step()
@@ -66,24 +66,33 @@ def overhead_table() -> None:
     rows = []
     for name, model, x, y, loss_fn in _cases():
         run = _steps(model, x, y, loss_fn)
+        one = _steps(model, x, y, loss_fn, steps=1)
         with openreg_lab.trace(record_shapes=True, stack=True) as t:
             run()
         per_step = len(t) // STEPS
         variants = [
             run,
-            _wrapped(run, lambda: openreg_lab.trace(record_shapes=True, stack=True)),
+            _wrapped(run, lambda: openreg_lab.trace(record_shapes=True)),
             _wrapped(run, lambda: openreg_lab.trace()),
+            _wrapped(run, lambda: openreg_lab.trace(record_shapes=True, stack=True)),
             _wrapped(run, lambda: torch.profiler.profile(record_shapes=True)),
             _wrapped(run, EmptyMode),
+            one,
+            _wrapped(one, lambda: openreg_lab.trace(record_shapes=True)),
         ]
         times = compare(variants, rounds=15, target_s=0.15)
         base = times[0]
-        rows.append([name, str(per_step), fmt_time(base / STEPS)] + [f"{t / base:.2f}" for t in times[1:]])
+        ratios = [f"{t / base:.2f}" for t in times[1:6]]
+        rows.append([name, str(per_step), fmt_time(base / STEPS), *ratios, f"{times[7] / times[6]:.2f}"])
     print_table(
-        ["model", "events/step", "untraced step", "trace(shapes,stack)", "trace()", "torch.profiler",
-         "empty TorchDispatchMode"],
+        ["model", "events/step", "untraced step", "trace(record_shapes)", "trace()", "+ stack",
+         "torch.profiler", "empty TorchDispatchMode", "1-step trace"],
         rows,
     )  # fmt: skip
+    print(
+        f"ratios: traced / untraced, {STEPS} steps per trace (the recorder's steady state); "
+        "1-step trace: a trace opened and closed around each single step"
+    )
 
 
 def per_event_cost() -> None:

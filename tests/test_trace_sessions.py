@@ -162,3 +162,48 @@ def test_an_op_running_when_the_trace_ends_is_marked_unfinished():
     assert (ops["dur_ns"].iloc[:-1] > 0).all()
     assert t.summary().set_index("name").loc["openreg_trace_test::end_trace", "total_ns"] == 0
     assert not _C._trace_enabled()
+
+
+def _shapes_of(t: openreg_lab.Trace, name: str) -> list:
+    ev = t.events
+    return ev[(ev["kind"] == "op") & (ev["name"] == name)]["shapes"].tolist()
+
+
+def _raw_session(fn) -> dict:
+    session = _C._trace_open(1000, True, False, [])
+    fn()
+    (thread,) = [t for t in _C._trace_close(session)["threads"] if t["events"]]
+    return thread
+
+
+def test_an_inner_trace_takes_only_its_window_of_the_shapes_pool():
+    x = torch.ones(2, 3, device="openreg")
+    y = torch.ones(5, device="openreg")
+    alone = _raw_session(lambda: y.mul_(2))  # what the inner window holds, from an empty pool
+    assert alone["pool_first"] == 0 and len(alone["pool"]) > 0
+    with openreg_lab.trace(record_shapes=True) as outer:
+        for _ in range(300):
+            x.add_(1)  # 300 events' shapes in this thread's pool before the inner trace opens
+        inner_raw = _raw_session(lambda: y.mul_(2))
+        with openreg_lab.trace(record_shapes=True) as inner:
+            y.mul_(2)
+    assert inner_raw["pool"] == alone["pool"]  # the window only, not the outer ops' shapes
+    assert inner_raw["pool_first"] > 300 * 5  # each x.add_ wrote at least [1, dtype, 2, 2, 3]
+    assert _shapes_of(inner, "aten::mul_.Tensor") == [[[5], []]]
+    assert _shapes_of(outer, "aten::add_.Tensor") == [[[2, 3], []]] * 300
+    assert _shapes_of(outer, "aten::mul_.Tensor") == [[[5], []]] * 2
+
+
+def test_names_cross_to_python_once_and_stay_right_across_traces():
+    x = torch.ones(3, device="openreg")
+    with openreg_lab.trace() as first:
+        x.add_(1)
+    count = _C._trace_string_count()
+    assert _C._trace_strings(0, count)[0] == ""
+    assert len(_C._trace_strings(count - 1, count + 10)) == 1  # stop is capped at the count
+    with openreg_lab.trace() as second:
+        torch.special.erfcx(x)  # a name no earlier trace in this process recorded
+    assert _C._trace_string_count() > count
+    assert "aten::special_erfcx" in set(second.events["name"])
+    first_names = set(first.events["name"])  # read after the second trace: its own names only
+    assert "aten::add_.Tensor" in first_names and "aten::special_erfcx" not in first_names

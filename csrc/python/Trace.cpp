@@ -103,6 +103,7 @@ py::dict close(uint64_t id) {
     d["thread"] = t.thread;
     d["os_thread"] = t.os_thread;
     d["first"] = t.first;
+    d["pool_first"] = t.pool_first;
     d["events"] = py::bytes(reinterpret_cast<const char*>(t.events.data()),
                             t.events.size() * sizeof(trace::Event));
     d["pool"] =
@@ -134,7 +135,8 @@ void bind_trace(py::module_& m) {
       py::arg("capacity"), py::arg("record_shapes"), py::arg("stack"), py::arg("skip_prefixes"));
   m.def("_trace_close", &close, py::arg("id"));
   m.def("_trace_enabled", &trace::enabled);
-  m.def("_trace_strings", &trace::interned_strings);
+  m.def("_trace_strings", &trace::interned_strings, py::arg("start"), py::arg("stop"));
+  m.def("_trace_string_count", &trace::interned_count);
   m.def("_trace_events_so_far", &trace::events_so_far);
   m.def(
       "_dispatch_table_kinds",

@@ -1,5 +1,6 @@
 #include "trace/Intern.h"
 
+#include <algorithm>
 #include <deque>
 #include <mutex>
 #include <unordered_map>
@@ -33,10 +34,19 @@ uint32_t intern(std::string_view text) {
   return id;
 }
 
-std::vector<std::string> interned_strings() {
+std::vector<std::string> interned_strings(size_t start, size_t stop) {
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mutex);
-  return {t.strings.begin(), t.strings.end()};
+  stop = std::min(stop, t.strings.size());
+  start = std::min(start, stop);
+  return {t.strings.begin() + static_cast<std::ptrdiff_t>(start),
+          t.strings.begin() + static_cast<std::ptrdiff_t>(stop)};
+}
+
+size_t interned_count() {
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  return t.strings.size();
 }
 
 }  // namespace openreg::trace

@@ -161,6 +161,16 @@ uint32_t write_shapes(std::vector<int64_t>& pool, c10::ArrayRef<const c10::IValu
   return static_cast<uint32_t>(offset + 1);
 }
 
+// The RecordFunction handles of this thread's recorded calls that have not
+// ended, innermost last: on_end of any other call (most calls: ops without an
+// openreg argument, the backend's own calls) returns after one comparison,
+// without taking the thread's buffer lock. The buffer's own list (`open`)
+// stays the authority: a recording that ended meanwhile has cleared it.
+std::vector<uint64_t>& open_handles() {
+  thread_local std::vector<uint64_t> handles;
+  return handles;
+}
+
 uint32_t backward_name(const at::RecordFunction& fn) {
   std::string_view name = fn.name();
   constexpr std::string_view prefix = "autograd::engine::evaluate_function: ";
@@ -213,13 +223,16 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   e.dur_ns = -1;  // until it ends: still -1 if the trace ends first
   e.start_ns = now_ns();
   w->open.push_back({w.append(e), fn.handle()});
+  open_handles().push_back(fn.handle());
   return nullptr;
 }
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
-  if (InternalScope::inside()) {
-    return;
+  std::vector<uint64_t>& handles = open_handles();
+  if (handles.empty() || handles.back() != fn.handle()) {
+    return;  // not a recorded call
   }
+  handles.pop_back();
   const int64_t end = now_ns();
   Writer w;
   if (!w || w->open.empty() || w->open.back().handle != fn.handle()) {

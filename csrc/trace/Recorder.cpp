@@ -14,11 +14,14 @@ std::atomic<bool> g_enabled{false};
 
 namespace {
 
+constexpr size_t kKeptPoolValues = size_t{1} << 20;  // 8 MiB of shapes per thread
+
 struct Session {
   uint64_t capacity;
   Options options;
   uint64_t dropped_at_open;
-  std::map<const ThreadBuffer*, size_t> start;  // buffer length when opened
+  // Each buffer's lengths (events, shapes pool) when the session opened.
+  std::map<const ThreadBuffer*, std::pair<size_t, size_t>> start;
 };
 
 // The recording shared by all open sessions: Note [One recording, many sessions].
@@ -159,7 +162,7 @@ uint64_t open_session(uint64_t capacity, Options options) {
     Session s{capacity, options, r.dropped.load(), {}};
     for (ThreadBuffer* b : r.buffers) {
       std::lock_guard<SpinLock> block(b->lock);
-      s.start[b] = b->events.size();
+      s.start[b] = {b->events.size(), b->pool.size()};
     }
     r.budget = std::max(r.budget.load(), r.used.load() + capacity);
     id = r.next_session++;
@@ -190,10 +193,20 @@ SessionResult close_session(uint64_t id) {
     out.dropped = r.dropped.load() - s.dropped_at_open;
     for (ThreadBuffer* b : r.buffers) {
       std::lock_guard<SpinLock> block(b->lock);
+      // Only the session's window: what the buffer gained since it opened.
       auto found = s.start.find(b);
-      const size_t first = found == s.start.end() ? 0 : found->second;
-      ThreadEvents t{b->thread, b->os_thread, static_cast<int64_t>(first), {}, b->pool};
+      const auto [first, pool_first] =
+          found == s.start.end() ? std::pair<size_t, size_t>{0, 0} : found->second;
+      ThreadEvents t{b->thread,
+                     b->os_thread,
+                     static_cast<int64_t>(first),
+                     static_cast<int64_t>(pool_first),
+                     {},
+                     {}};
       b->events.copy_to(t.events, first);
+      t.pool.assign(
+          b->pool.begin() + static_cast<std::ptrdiff_t>(std::min(pool_first, b->pool.size())),
+          b->pool.end());
       out.threads.push_back(std::move(t));
     }
     r.sessions.erase(it);
@@ -204,7 +217,12 @@ SessionResult close_session(uint64_t id) {
       for (ThreadBuffer* b : r.buffers) {
         std::lock_guard<SpinLock> block(b->lock);
         b->events.clear();
-        b->pool = {};
+        // Keep the pool's memory for the next recording (no fresh pages to
+        // fault in each time), unless a big trace made it large.
+        b->pool.clear();
+        if (b->pool.capacity() > kKeptPoolValues) {
+          b->pool.shrink_to_fit();
+        }
         b->open.clear();
         b->scopes.clear();
       }

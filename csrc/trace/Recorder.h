@@ -92,7 +92,8 @@ class Writer {
 struct ThreadEvents {
   int32_t thread;
   uint64_t os_thread;
-  int64_t first;  // buffer index of events[0] (parents are buffer indices)
+  int64_t first;       // buffer index of events[0] (parents are buffer indices)
+  int64_t pool_first;  // pool index of pool[0] (events' shapes are pool indices + 1)
   std::vector<Event> events;
   std::vector<int64_t> pool;
 };

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import os
 import sysconfig
+import threading
 import time
 import warnings
 from collections.abc import Mapping
@@ -44,6 +45,19 @@ EVENT_COLUMNS = [
     "bytes", "src", "dst", "from_dtype", "to_dtype", "shapes", "dtypes", "source",
     "seq", "forward", "argument", "cache_hit", "total",
 ]  # fmt: skip
+
+
+# The recorder's interned strings, fetched once each: ids are stable and strings never removed.
+_STRINGS: list[str] = []
+_STRINGS_LOCK = threading.Lock()
+
+
+def _interned_strings(count: int) -> list[str]:
+    """The first ``count`` interned strings (the names a trace closed at that count can use)."""
+    with _STRINGS_LOCK:
+        if len(_STRINGS) < count:
+            _STRINGS.extend(_C._trace_strings(len(_STRINGS), count))
+        return _STRINGS[:count]
 
 
 class TraceDroppedEventsWarning(UserWarning):
@@ -173,7 +187,7 @@ class Trace:
         self.capacity = capacity
         self._session: int | None = None
         self._columns = columns
-        self._raw: tuple[dict, list[str]] | None = None
+        self._raw: tuple[dict, int] | None = None  # _C._trace_close's result, string count
         self._dropped = dropped
         self._t0 = 0
         self._events: pd.DataFrame | None = None
@@ -196,8 +210,9 @@ class Trace:
             raise RuntimeError("this trace is not recording: __exit__ without a matching __enter__")
         raw = _C._trace_close(self._session)
         self._session = None
-        # Merging into columns waits for the first read (tables are not always wanted).
-        self._raw = (raw, _C._trace_strings())
+        # Merging into columns waits for the first read (tables are not always wanted), and
+        # so does fetching the names: closing costs what the window holds, nothing more.
+        self._raw = (raw, _C._trace_string_count())
         recorded = sum(len(t["events"]) for t in raw["threads"]) // _events.EVENT_DTYPE.itemsize
         self._dropped = int(raw["dropped"]) + max(0, recorded - self.capacity)
         if self._dropped:
@@ -254,7 +269,8 @@ class Trace:
     def columns(self) -> Columns:
         """The raw columns (numpy arrays); most users want ``events``."""
         if self._columns is None and self._raw is not None:
-            self._columns, _ = _events.merge(*self._raw)
+            raw, count = self._raw
+            self._columns, _ = _events.merge(raw, _interned_strings(count))
             self._raw = None
         if self._columns is None:
             raise RuntimeError(
