@@ -44,6 +44,17 @@ TOLERANCE = {
     "ldexp": (5e-4, 1.3e-6),
 }
 
+# The same, for the other dtypes of the sweep, by (OpInfo id, dtype); assert_close's defaults for
+# each dtype otherwise.
+DTYPE_TOLERANCE = {
+    # The loss sums softmax's outputs, whose gradient is 0 in exact arithmetic: both backends return
+    # rounding noise of the output's ulp. Over dim 0 openreg's kernel sums in another order than
+    # CPU's (forward results one ulp apart), so the noise differs by up to 3.6e-5 (float16) and
+    # 5.6e-4 (bfloat16), against assert_close's atol of 1e-5.
+    ("softmax", torch.float16): (1e-4, 1e-3),
+    ("softmax", torch.bfloat16): (1e-3, 1.6e-2),
+}
+
 # Ops whose outputs are uninitialised memory: only their metadata is comparable.
 UNINITIALIZED = {"empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided"}
 
@@ -171,7 +182,7 @@ def check(case: Case, max_samples: int = 20, dtype: torch.dtype = DTYPE, noncont
             continue
         torch.manual_seed(0)
         actual = op(sample.input, *sample.args, **sample.kwargs)
-        tol = TOLERANCE.get(case.id) if dtype == DTYPE else None
+        tol = TOLERANCE.get(case.id) if dtype == DTYPE else DTYPE_TOLERANCE.get((case.id, dtype))
         _compare("forward", actual, expected, values=op.name not in UNINITIALIZED, tol=tol)
         compared += 1
         if not grad:
