@@ -4,6 +4,7 @@
 #include "aten/Autocast.h"
 #include "aten/Copy.h"
 #include "aten/FallbackPolicy.h"
+#include "aten/LayoutFallback.h"
 #include "python/Trace.h"
 #include "runtime/Device.h"
 #include "runtime/DeviceAllocator.h"
@@ -33,6 +34,7 @@ void init() {
   // import with a clear message rather than the first allocation.
   openreg::device_allocator().limit(0);
   openreg::fallback_policy();
+  openreg::register_layout_fallbacks();
 }
 
 // A device index from Python, range-checked before it is narrowed to
