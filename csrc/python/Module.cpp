@@ -24,7 +24,8 @@
 
 namespace py = pybind11;
 
-void bind_profiles(py::module_& m);  // Profiles.cpp
+void bind_profiles(py::module_& m);      // Profiles.cpp
+void bind_backend_meta(py::module_& m);  // BackendMeta.cpp
 
 namespace {
 
@@ -125,4 +126,5 @@ PYBIND11_MODULE(_C, m) {
 
   openreg::python::bind_trace(m);
   bind_profiles(m);
+  bind_backend_meta(m);
 }
