@@ -18,21 +18,25 @@ inline bool on_openreg(const at::Tensor& t) {
 }
 
 // A dense tensor with a storage of plain elements: not sparse (no storage;
-// indices and values instead) and not quantized (its storage needs its
-// quantizer to mean anything). Only plain tensors have host views.
+// indices and values instead), not quantized (its storage needs its
+// quantizer to mean anything) and not nested (one buffer for tensors of
+// several shapes). Only plain tensors have host views.
 inline bool is_plain(const at::Tensor& t) {
-  return t.layout() == c10::kStrided && !t.is_quantized();
+  return t.layout() == c10::kStrided && !t.is_quantized() && !t.is_nested();
 }
 
 // The CPU dispatch key that runs an operator on the host copy of `t`, when
-// `t`'s layout needs more than the CPU key: SparseCPU, SparseCsrCPU or
-// QuantizedCPU. Empty for plain and undefined tensors.
+// `t`'s layout needs more than the CPU key: SparseCPU, SparseCsrCPU,
+// QuantizedCPU or NestedTensorCPU. Empty for plain and undefined tensors.
 inline c10::DispatchKeySet host_layout_key(const at::Tensor& t) {
   if (!t.defined() || is_plain(t)) {
     return {};
   }
   if (t.is_quantized()) {
     return c10::DispatchKeySet(c10::DispatchKey::QuantizedCPU);
+  }
+  if (t.is_nested()) {
+    return c10::DispatchKeySet(c10::DispatchKey::NestedTensorCPU);
   }
   if (t.layout() == c10::kSparse) {
     return c10::DispatchKeySet(c10::DispatchKey::SparseCPU);

@@ -173,15 +173,16 @@ class Fallback {
  private:
   // Note [Fallback device rules]
   // The openreg tensors of one call must all be on the same device. CPU
-  // tensors may join them only as 0-dim scalars, or as the `indices` of an
-  // indexing op, as on CUDA. Anything else raises PyTorch's usual
-  // "Expected all tensors to be on the same device" error.
+  // tensors may join them only as 0-dim scalars, as the `indices` of an
+  // indexing op, or as an argument the schema names `cpu_...` (a nested
+  // tensor's sizes, which live on the host), as on CUDA. Anything else
+  // raises PyTorch's usual "Expected all tensors to be on the same device".
   void find_device() {
     for (size_t i = 0; i < num_args_; ++i) {
       const c10::IValue& v = (*stack_)[first_arg_ + i];
       const bool indices = schema_.arguments()[i].name() == "indices";
       if (v.isTensor()) {
-        check_tensor(v.toTensor(), false);
+        check_tensor(v.toTensor(), schema_.arguments()[i].name().rfind("cpu_", 0) == 0);
       } else if (v.isTensorList()) {
         for (const at::Tensor& t : v.toTensorList()) {
           check_tensor(t, indices);
@@ -271,8 +272,10 @@ class Fallback {
       return t;
     }
     if (!is_plain(t)) {
-      // indices and values (sparse) or bytes and quantizer
-      return with_requires_grad(t, t.to(c10::kCPU));
+      // indices and values (sparse), bytes and quantizer, or the buffer and
+      // sizes of a nested tensor (which moves only when contiguous)
+      const at::Tensor& whole = t.is_nested() && !t.is_contiguous() ? t.contiguous() : t;
+      return with_requires_grad(t, whole.to(c10::kCPU));
     }
     if (aliasing_) {
       return host_view(t);
@@ -351,6 +354,9 @@ class Fallback {
   at::Tensor tensor_to_device(const at::Tensor& t) {
     if (!t.defined() || on_openreg(t)) {
       return t;
+    }
+    if (t.is_nested() && !t.is_contiguous()) {
+      return t.contiguous().to(*device_);  // a nested view (transpose) moves only whole
     }
     return t.to(*device_);
   }

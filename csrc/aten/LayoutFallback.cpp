@@ -1,20 +1,25 @@
 // Note [Sparse and quantized tensors through the fallback]
-// A sparse or quantized openreg tensor dispatches to SparsePrivateUse1,
-// SparseCsrPrivateUse1 or QuantizedPrivateUse1, not to PrivateUse1, so the
-// dense fallback (Fallback.cpp) never sees it. openreg registers the same
-// CPU round trip for those three keys. For one call it
-//   - moves each sparse or quantized argument to the host whole, with
-//     tensor.to("cpu"): a sparse tensor's indices and values, a quantized
-//     tensor's bytes with its quantizer (scale, zero point), all through the
-//     copy path, so a trace shows one fallback and its copies;
+// A sparse, quantized or nested openreg tensor dispatches to
+// SparsePrivateUse1, SparseCsrPrivateUse1, QuantizedPrivateUse1 or
+// NestedTensorPrivateUse1, not to PrivateUse1, so the dense fallback
+// (Fallback.cpp) never sees it. openreg registers the same CPU round trip for
+// those keys. For one call it
+//   - moves each such argument to the host whole, with tensor.to("cpu"): a
+//     sparse tensor's indices and values, a quantized tensor's bytes with its
+//     quantizer (scale, zero point), a nested tensor's buffer with its sizes,
+//     all through the copy path, so a trace shows one fallback and its copies;
 //   - runs the CPU kernel of the matching CPU key (SparseCPU, SparseCsrCPU,
-//     QuantizedCPU), chosen from the layouts of the arguments;
+//     QuantizedCPU, NestedTensorCPU), chosen from the layouts of the
+//     arguments (host_layout_key in BoxedArguments.h);
 //   - moves results back with .to(device), which rebuilds a sparse result
-//     from its indices and values (Sparse.cpp) and a quantized one with its
-//     quantizer (Quantized.cpp); arguments the op writes are copied back.
-// Views are not kept: a sparse op whose schema returns an alias (permute,
-// unsqueeze, ...) returns a copy on openreg, because the host copy of a
-// sparse tensor shares nothing with the device one. The fallback policy
+//     from its indices and values (Sparse.cpp, SparseCsr.cpp), a quantized
+//     one with its quantizer (Quantized.cpp) and a nested one around its
+//     buffer (NestedTensor.cpp); arguments the op writes are copied back.
+// Views are not kept: a sparse or nested op whose schema returns an alias
+// (permute, unsqueeze, transpose, ...) returns a copy on openreg, because the
+// host copy shares nothing with the device tensor; a non-contiguous nested
+// argument or result is made contiguous to move (PyTorch moves only whole
+// nested buffers). The fallback policy
 // (allow / warn / error) applies as for dense operators.
 //
 // One dispatch rule gets in the way. Many operators have a composite kernel
@@ -51,7 +56,8 @@ namespace openreg {
 namespace {
 
 std::unique_ptr<torch::Library> register_over_composites(c10::DispatchKey key,
-                                                         c10::DispatchKey cpu_key) {
+                                                         c10::DispatchKey cpu_key,
+                                                         bool implicit_too = false) {
   auto lib =
       std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
   auto& dispatcher = c10::Dispatcher::singleton();
@@ -62,7 +68,8 @@ std::unique_ptr<torch::Library> register_over_composites(c10::DispatchKey key,
     }
     const bool composite =
         op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
-        op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+        op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+        (implicit_too && op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd));
     if (!composite) {
       continue;
     }
@@ -86,6 +93,11 @@ void register_layout_fallbacks() {
                                             c10::DispatchKey::SparseCsrCPU));
     libs.push_back(register_over_composites(c10::DispatchKey::QuantizedPrivateUse1,
                                             c10::DispatchKey::QuantizedCPU));
+    // linear, matmul, ...: the implicit composites read sizes(), which a
+    // nested tensor does not have; NestedTensorCPU has kernels of its own.
+    libs.push_back(register_over_composites(c10::DispatchKey::NestedTensorPrivateUse1,
+                                            c10::DispatchKey::NestedTensorCPU,
+                                            /*implicit_too=*/true));
     return libs;
   }();
 }
@@ -99,6 +111,10 @@ TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
 }
 
 TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&run_cpu_fallback>());
+}
+
+TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&run_cpu_fallback>());
 }
 
