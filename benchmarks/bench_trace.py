@@ -1,12 +1,15 @@
 """What tracing costs: a training step traced by openreg_lab, by torch.profiler and by an empty
-TorchDispatchMode, against the same step untraced, side by side in one run; the cost per recorded
-event; and how long a million-event trace takes to save and load.
+TorchDispatchMode, against the same step untraced, side by side in one run, with the floor of any
+RecordFunction-based recorder (our callback installed but recording nothing); a trace around a single
+step (open + step + close); the cost per recorded event; and how long a million-event trace takes to
+save and load.
 
 .venv/bin/python benchmarks/bench_trace.py
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -60,6 +63,18 @@ def _wrapped(run, make_ctx):
     return call
 
 
+@contextlib.contextmanager
+def _empty_callbacks():
+    """A trace whose RecordFunction callback is installed but returns at once: what RecordFunction
+    itself costs the step (the floor of any RecordFunction-based recorder; backend hooks still record)."""
+    _C._trace_bench_empty_callbacks(True)
+    try:
+        with openreg_lab.trace():
+            yield
+    finally:
+        _C._trace_bench_empty_callbacks(False)
+
+
 def overhead_table() -> None:
     rows = []
     for name, model, x, y, loss_fn in _cases():
@@ -69,8 +84,10 @@ def overhead_table() -> None:
         per_step = len(t) // STEPS
         variants = [
             run,
+            _wrapped(run, lambda: openreg_lab.trace(record_shapes=True)),
             _wrapped(run, lambda: openreg_lab.trace(record_shapes=True, stack=True)),
             _wrapped(run, lambda: openreg_lab.trace()),
+            _wrapped(run, _empty_callbacks),
             _wrapped(run, lambda: torch.profiler.profile(record_shapes=True)),
             _wrapped(run, EmptyMode),
         ]
@@ -78,8 +95,28 @@ def overhead_table() -> None:
         base = times[0]
         rows.append([name, str(per_step), fmt_time(base / STEPS)] + [f"{t / base:.2f}" for t in times[1:]])
     print_table(
-        ["model", "events/step", "untraced step", "trace(shapes,stack)", "trace()", "torch.profiler",
-         "empty TorchDispatchMode"],
+        ["model", "events/step", "untraced step", "trace(shapes)", "trace(shapes,stack)", "trace()",
+         "RecordFunction floor", "torch.profiler", "empty TorchDispatchMode"],
+        rows,
+    )  # fmt: skip
+
+
+def one_step_table() -> None:
+    """A trace around a single step: opening and closing it are not amortised."""
+    rows = []
+    for name, model, x, y, loss_fn in _cases():
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+
+        def step(model=model, x=x, y=y, loss_fn=loss_fn, opt=opt) -> None:
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            opt.step()
+
+        traced = _wrapped(step, lambda: openreg_lab.trace(record_shapes=True))
+        base, one = compare([step, traced], rounds=15, target_s=0.15)
+        rows.append([name, fmt_time(base), fmt_time(one), f"{one / base:.2f}"])
+    print_table(
+        ["model", "untraced step", "open + step + close, trace(shapes)", "ratio"],
         rows,
     )  # fmt: skip
 
@@ -142,6 +179,8 @@ def main() -> None:
     warnings.simplefilter("ignore")  # torch.profiler's warnings on a CPU-only build
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; ratios are traced / untraced")
     overhead_table()
+    print()
+    one_step_table()
     print()
     per_event_cost()
     print()
