@@ -47,8 +47,9 @@ struct Options {
   bool stack = false;
 };
 
-// An open Op or Backward event, matched to its end by the RecordFunction
-// handle. index is -1 when the event was dropped.
+// An open Op or Backward event, matched to its end by the address of its
+// RecordFunction (Note [The op observer's hot path]). index is -1 when the
+// event was dropped.
 struct OpenEvent {
   int32_t index;
   uint64_t handle;
