@@ -1,12 +1,15 @@
 """What tracing costs: a training step traced by openreg_lab, by torch.profiler and by an empty
-TorchDispatchMode, against the same step untraced, side by side in one run; the cost per recorded
-event; and how long a million-event trace takes to save and load.
+TorchDispatchMode, against the same step untraced, side by side in one run, with the floor of any
+RecordFunction-based recorder (our callback installed but recording nothing); a trace around a single
+step (open + step + close); the cost per recorded event; and how long a million-event trace takes to
+save and load.
 
 .venv/bin/python benchmarks/bench_trace.py
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -37,11 +40,11 @@ class EmptyMode(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _steps(model, x, y, loss_fn, steps=STEPS):
+def _steps(model, x, y, loss_fn):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
 
     def run():
-        for _ in range(steps):
+        for _ in range(STEPS):
             opt.zero_grad()
             loss_fn(model(x), y).backward()
             opt.step()
@@ -62,37 +65,74 @@ def _wrapped(run, make_ctx):
     return call
 
 
+@contextlib.contextmanager
+def _empty_callbacks():
+    """A trace whose RecordFunction callback is installed but returns at once: what RecordFunction
+    itself costs the step (the floor of any RecordFunction-based recorder; backend hooks still record)."""
+    _C._trace_bench_empty_callbacks(True)
+    try:
+        with openreg_lab.trace():
+            yield
+    finally:
+        _C._trace_bench_empty_callbacks(False)
+
+
 def overhead_table() -> None:
     rows = []
     for name, model, x, y, loss_fn in _cases():
         run = _steps(model, x, y, loss_fn)
-        one = _steps(model, x, y, loss_fn, steps=1)
         with openreg_lab.trace(record_shapes=True, stack=True) as t:
             run()
         per_step = len(t) // STEPS
         variants = [
             run,
             _wrapped(run, lambda: openreg_lab.trace(record_shapes=True)),
-            _wrapped(run, lambda: openreg_lab.trace()),
             _wrapped(run, lambda: openreg_lab.trace(record_shapes=True, stack=True)),
+            _wrapped(run, lambda: openreg_lab.trace()),
+            _wrapped(run, _empty_callbacks),
             _wrapped(run, lambda: torch.profiler.profile(record_shapes=True)),
             _wrapped(run, EmptyMode),
-            one,
-            _wrapped(one, lambda: openreg_lab.trace(record_shapes=True)),
         ]
         times = compare(variants, rounds=15, target_s=0.15)
         base = times[0]
-        ratios = [f"{t / base:.2f}" for t in times[1:6]]
-        rows.append([name, str(per_step), fmt_time(base / STEPS), *ratios, f"{times[7] / times[6]:.2f}"])
+        rows.append([name, str(per_step), fmt_time(base / STEPS)] + [f"{t / base:.2f}" for t in times[1:]])
     print_table(
-        ["model", "events/step", "untraced step", "trace(record_shapes)", "trace()", "+ stack",
-         "torch.profiler", "empty TorchDispatchMode", "1-step trace"],
+        ["model", "events/step", "untraced step", "trace(shapes)", "trace(shapes,stack)", "trace()",
+         "RecordFunction floor", "torch.profiler", "empty TorchDispatchMode"],
         rows,
     )  # fmt: skip
-    print(
-        f"ratios: traced / untraced, {STEPS} steps per trace (the recorder's steady state); "
-        "1-step trace: a trace opened and closed around each single step"
-    )
+
+
+def one_step_table() -> None:
+    """A trace around a single step: opening and closing it are not amortised."""
+    rows = []
+    for name, model, x, y, loss_fn in _cases():
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+
+        def step(model=model, x=x, y=y, loss_fn=loss_fn, opt=opt) -> None:
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            opt.step()
+
+        traced = _wrapped(step, lambda: openreg_lab.trace(record_shapes=True))
+        base, one = compare([step, traced], rounds=15, target_s=0.15)
+        rows.append([name, fmt_time(base), fmt_time(one), f"{one / base:.2f}"])
+    # Inside a long recording, a short trace nested in it costs its own window, not the recording.
+    x = torch.ones(4, 3, device="openreg")
+
+    def op() -> None:
+        x.add_(1)
+
+    with openreg_lab.trace(record_shapes=True, capacity=10_000_000):
+        for _ in range(100_000):
+            op()
+        base, one = compare([op, _wrapped(op, lambda: openreg_lab.trace(record_shapes=True))], rounds=15)
+    label = "x.add_(1) in a 100k-op trace (base: that trace only)"
+    rows.append([label, fmt_time(base), fmt_time(one), f"{one / base:.2f}"])
+    print_table(
+        ["model", "untraced step", "open + step + close, trace(shapes)", "ratio"],
+        rows,
+    )  # fmt: skip
 
 
 def per_event_cost() -> None:
@@ -203,6 +243,8 @@ def main() -> None:
     warnings.simplefilter("ignore")  # torch.profiler's warnings on a CPU-only build
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; ratios are traced / untraced")
     overhead_table()
+    print()
+    one_step_table()
     print()
     per_event_cost()
     print()

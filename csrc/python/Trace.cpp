@@ -135,8 +135,7 @@ void bind_trace(py::module_& m) {
       py::arg("capacity"), py::arg("record_shapes"), py::arg("stack"), py::arg("skip_prefixes"));
   m.def("_trace_close", &close, py::arg("id"));
   m.def("_trace_enabled", &trace::enabled);
-  m.def("_trace_strings", &trace::interned_strings, py::arg("start"), py::arg("stop"));
-  m.def("_trace_string_count", &trace::interned_count);
+  m.def("_trace_strings", &trace::interned_strings, py::arg("first") = 0);
   m.def("_trace_events_so_far", &trace::events_so_far);
   m.def(
       "_dispatch_table_kinds",
@@ -145,6 +144,7 @@ void bind_trace(py::module_& m) {
       },
       py::arg("name"), py::arg("overload") = "");
   m.def("_trace_mark", [](const std::string& name) { trace::record_mark(name); }, py::arg("name"));
+  m.def("_trace_bench_empty_callbacks", &trace::set_empty_callbacks, py::arg("empty"));
   m.def("_trace_event_size", [] { return sizeof(trace::Event); });
   // For benchmarks/bench_trace.py: records `n` alloc events through the same
   // hook the allocator uses (with no allocation), returns the nanoseconds taken.

@@ -1,6 +1,5 @@
 #include "trace/Intern.h"
 
-#include <algorithm>
 #include <deque>
 #include <mutex>
 #include <unordered_map>
@@ -34,19 +33,13 @@ uint32_t intern(std::string_view text) {
   return id;
 }
 
-std::vector<std::string> interned_strings(size_t start, size_t stop) {
+std::vector<std::string> interned_strings(size_t first) {
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mutex);
-  stop = std::min(stop, t.strings.size());
-  start = std::min(start, stop);
-  return {t.strings.begin() + static_cast<std::ptrdiff_t>(start),
-          t.strings.begin() + static_cast<std::ptrdiff_t>(stop)};
-}
-
-size_t interned_count() {
-  Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mutex);
-  return t.strings.size();
+  if (first >= t.strings.size()) {
+    return {};
+  }
+  return {t.strings.begin() + static_cast<std::ptrdiff_t>(first), t.strings.end()};
 }
 
 }  // namespace openreg::trace

@@ -4,7 +4,6 @@
 // a lock, so the hot paths cache ids (per operator, per code location) and
 // intern only the first time they see a string. Id 0 is the empty string.
 
-#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -14,9 +13,8 @@ namespace openreg::trace {
 
 uint32_t intern(std::string_view text);
 
-// The strings of ids [start, stop), stop capped at interned_count(). Strings
-// are never removed, so a reader can fetch each one once and keep it.
-std::vector<std::string> interned_strings(size_t start, size_t stop);
-size_t interned_count();
+// The strings interned so far with ids from `first` on (ids only grow, so a
+// reader that keeps what it got asks only for the new ones).
+std::vector<std::string> interned_strings(size_t first = 0);
 
 }  // namespace openreg::trace

@@ -14,14 +14,17 @@ std::atomic<bool> g_enabled{false};
 
 namespace {
 
-constexpr size_t kKeptPoolValues = size_t{1} << 20;  // 8 MiB of shapes per thread
+constexpr size_t kKeptPool = size_t{1} << 20;  // int64s: 8 MiB per thread at most
 
 struct Session {
   uint64_t capacity;
   Options options;
   uint64_t dropped_at_open;
-  // Each buffer's lengths (events, shapes pool) when the session opened.
-  std::map<const ThreadBuffer*, std::pair<size_t, size_t>> start;
+  struct Start {
+    size_t events;
+    size_t pool;
+  };
+  std::map<const ThreadBuffer*, Start> start;  // buffer lengths when opened
 };
 
 // The recording shared by all open sessions: Note [One recording, many sessions].
@@ -193,20 +196,16 @@ SessionResult close_session(uint64_t id) {
     out.dropped = r.dropped.load() - s.dropped_at_open;
     for (ThreadBuffer* b : r.buffers) {
       std::lock_guard<SpinLock> block(b->lock);
-      // Only the session's window: what the buffer gained since it opened.
       auto found = s.start.find(b);
-      const auto [first, pool_first] =
-          found == s.start.end() ? std::pair<size_t, size_t>{0, 0} : found->second;
+      const Session::Start first = found == s.start.end() ? Session::Start{0, 0} : found->second;
       ThreadEvents t{b->thread,
                      b->os_thread,
-                     static_cast<int64_t>(first),
-                     static_cast<int64_t>(pool_first),
+                     static_cast<int64_t>(first.events),
                      {},
+                     static_cast<int64_t>(first.pool),
                      {}};
-      b->events.copy_to(t.events, first);
-      t.pool.assign(
-          b->pool.begin() + static_cast<std::ptrdiff_t>(std::min(pool_first, b->pool.size())),
-          b->pool.end());
+      b->events.copy_to(t.events, first.events);
+      t.pool.assign(b->pool.begin() + static_cast<std::ptrdiff_t>(first.pool), b->pool.end());
       out.threads.push_back(std::move(t));
     }
     r.sessions.erase(it);
@@ -217,12 +216,11 @@ SessionResult close_session(uint64_t id) {
       for (ThreadBuffer* b : r.buffers) {
         std::lock_guard<SpinLock> block(b->lock);
         b->events.clear();
-        // Keep the pool's memory for the next recording (no fresh pages to
-        // fault in each time), unless a big trace made it large.
-        b->pool.clear();
-        if (b->pool.capacity() > kKeptPoolValues) {
-          b->pool.shrink_to_fit();
+        // Keep a modest pool's memory for the next recording (no regrowth).
+        if (b->pool.capacity() > kKeptPool) {
+          b->pool = {};
         }
+        b->pool.clear();
         b->open.clear();
         b->scopes.clear();
       }

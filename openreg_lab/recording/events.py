@@ -90,14 +90,14 @@ def merge(raw: dict[str, Any], strings: list[str]) -> tuple[Columns, int]:
         ev = np.frombuffer(t["events"], dtype=EVENT_DTYPE)
         pool = np.frombuffer(t["pool"], dtype=np.int64)
         first = t["first"]
-        pool_first = t.get("pool_first", 0)  # the pool holds the session's window only
         n = len(ev)
         part = {name: ev[name] for name in EVENT_DTYPE.names}
         local_parent = ev["parent"].astype(np.int64)
         inside = local_parent >= first
         part["parent"] = np.where(inside, local_parent - first + row_offset, -1)
-        shapes = ev["shapes"].astype(np.int64) - 1 - pool_first + pool_offset
-        part["shapes"] = np.where(ev["shapes"] > 0, shapes, -1)
+        # The buffer hands over its pool from pool_first on (the session's window).
+        shift = pool_offset - 1 - int(t.get("pool_first", 0))
+        part["shapes"] = np.where(ev["shapes"] > 0, ev["shapes"].astype(np.int64) + shift, -1)
         part["thread"] = np.full(n, t["thread"], dtype=np.int32)
         part["order"] = np.arange(n, dtype=np.int64)
         parts.append(part)

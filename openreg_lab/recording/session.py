@@ -47,19 +47,6 @@ EVENT_COLUMNS = [
 ]  # fmt: skip
 
 
-# The recorder's interned strings, fetched once each: ids are stable and strings never removed.
-_STRINGS: list[str] = []
-_STRINGS_LOCK = threading.Lock()
-
-
-def _interned_strings(count: int) -> list[str]:
-    """The first ``count`` interned strings (the names a trace closed at that count can use)."""
-    with _STRINGS_LOCK:
-        if len(_STRINGS) < count:
-            _STRINGS.extend(_C._trace_strings(len(_STRINGS), count))
-        return _STRINGS[:count]
-
-
 class TraceDroppedEventsWarning(UserWarning):
     """A trace filled up: some events were not recorded (see ``Trace.dropped``)."""
 
@@ -154,6 +141,20 @@ def trace(*, record_shapes: bool = False, stack: bool = False, capacity: int = D
     return Trace(record_shapes=record_shapes, stack=stack, capacity=capacity)
 
 
+_strings: list[str] = []  # every string the recorder interned so far, by id
+_strings_lock = threading.Lock()
+
+
+def _interned_count() -> int:
+    """How many strings are interned now, fetching only those added since the last call.
+
+    Ids only grow, so a trace's strings are the first ``n`` of ``_strings`` whatever is interned later.
+    """
+    with _strings_lock:
+        _strings.extend(_C._trace_strings(len(_strings)))
+        return len(_strings)
+
+
 @functools.cache
 def _skip_prefixes() -> list[str]:
     """Files that are not the user's code, for ``stack=True``: torch and the standard library."""
@@ -187,7 +188,7 @@ class Trace:
         self.capacity = capacity
         self._session: int | None = None
         self._columns = columns
-        self._raw: tuple[dict, int] | None = None  # _C._trace_close's result, string count
+        self._raw: tuple[dict, int] | None = None  # _C._trace_close's result, strings interned
         self._dropped = dropped
         self._t0 = 0
         self._events: pd.DataFrame | None = None
@@ -210,9 +211,9 @@ class Trace:
             raise RuntimeError("this trace is not recording: __exit__ without a matching __enter__")
         raw = _C._trace_close(self._session)
         self._session = None
-        # Merging into columns waits for the first read (tables are not always wanted), and
-        # so does fetching the names: closing costs what the window holds, nothing more.
-        self._raw = (raw, _C._trace_string_count())
+        # Merging into columns waits for the first read (tables are not always wanted); the
+        # strings are a prefix of the interned ones, copied then (Note [A session costs its window]).
+        self._raw = (raw, _interned_count())
         recorded = sum(len(t["events"]) for t in raw["threads"]) // _events.EVENT_DTYPE.itemsize
         self._dropped = int(raw["dropped"]) + max(0, recorded - self.capacity)
         if self._dropped:
@@ -269,8 +270,8 @@ class Trace:
     def columns(self) -> Columns:
         """The raw columns (numpy arrays); most users want ``events``."""
         if self._columns is None and self._raw is not None:
-            raw, count = self._raw
-            self._columns, _ = _events.merge(raw, _interned_strings(count))
+            raw, n_strings = self._raw
+            self._columns, _ = _events.merge(raw, _strings[:n_strings])
             self._raw = None
         if self._columns is None:
             raise RuntimeError(
