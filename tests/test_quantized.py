@@ -104,3 +104,10 @@ def test_a_quantized_dtype_without_a_quantizer_raises_as_on_cpu():
     for device in ("cpu", "openreg"):
         with pytest.raises(RuntimeError, match="empty_strided not supported on quantized tensors yet"):
             torch.empty_strided((3,), (1,), dtype=torch.qint8, device=device)
+
+
+def test_quantize_under_a_profile_that_runs_it_generically():
+    # The generic native path returns the CPU kernel's quantized result through the copy path.
+    with openreg_lab.use_profile("cpu"):
+        q = _q("openreg")
+    _same(q, _q("cpu"))

@@ -174,3 +174,13 @@ def test_csr_ops_match_cpu(op):
     actual = run("openreg")
     assert actual.device.type == "openreg"
     torch.testing.assert_close(actual.cpu(), expected)
+
+
+@pytest.mark.parametrize("profile", ["cpu", "mps"])
+def test_to_sparse_under_a_profile_that_runs_it_generically(profile):
+    # The generic native path (Note [Generic native path]) returns the CPU kernel's sparse result
+    # through the copy path: a sparse tensor has no storage to present as device memory.
+    d = torch.tensor([[0.0, 1.5, 0.0], [2.0, 0.0, -3.0]])
+    with openreg_lab.use_profile(profile):
+        s = d.to("openreg").to_sparse()
+    _same(s, d.to_sparse())
