@@ -37,7 +37,12 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
                                     c10::IntArrayRef padding, c10::IntArrayRef dilation,
                                     bool transposed, c10::IntArrayRef output_padding,
                                     int64_t groups) {
-  check_fallback_allowed(c10::OperatorName("aten::convolution_overrideable", ""));
+  // The policy's message names convolution itself: the user called conv2d or
+  // conv_transpose1d, never this hook, which openreg does register.
+  check_fallback_allowed(c10::OperatorName("aten::convolution_overrideable", ""),
+                         "Convolution (every conv1d/2d/3d, transposed, grouped or dilated "
+                         "convolution reaches openreg as aten::convolution_overrideable, "
+                         "which runs the CPU's kernel)");
   static const c10::FunctionSchema& schema = schema_of("aten::convolution_overrideable");
   trace::FallbackScope traced(schema);
   trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
@@ -59,7 +64,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
     c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
     c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
-  check_fallback_allowed(c10::OperatorName("aten::convolution_backward_overrideable", ""));
+  check_fallback_allowed(c10::OperatorName("aten::convolution_backward_overrideable", ""),
+                         "Convolution backward (aten::convolution_backward_overrideable, "
+                         "which runs the CPU's kernel)");
   static const c10::FunctionSchema& schema = schema_of("aten::convolution_backward_overrideable");
   trace::FallbackScope traced(schema);
   trace::InternalScope internal;

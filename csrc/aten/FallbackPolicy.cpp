@@ -39,6 +39,8 @@ Warned& warned() {
   return *w;
 }
 
+thread_local bool tls_exempt = false;  // Note [Printing is exempt from the fallback policy]
+
 }  // namespace
 
 FallbackPolicy fallback_policy() {
@@ -80,21 +82,28 @@ std::string to_string(FallbackPolicy policy) {
   return "allow";
 }
 
-void check_fallback_allowed(const c10::OperatorName& op) {
+bool set_policy_exempt(bool exempt) {
+  const bool previous = tls_exempt;
+  tls_exempt = exempt;
+  return previous;
+}
+
+void check_fallback_allowed(const c10::OperatorName& op, const std::string& subject) {
   const FallbackPolicy policy = fallback_policy();
-  if (policy == FallbackPolicy::Allow) {
+  if (policy == FallbackPolicy::Allow || tls_exempt) {
     return;
   }
   const std::string name = c10::toString(op);
+  const std::string& what = subject.empty() ? name : subject;
   TORCH_CHECK_NOT_IMPLEMENTED(
-      policy != FallbackPolicy::Error, name,
+      policy != FallbackPolicy::Error, what,
       " has no openreg kernel and the fallback policy is 'error', so it was "
       "not run on the CPU. Allow it with openreg_lab.set_fallback_policy("
       "'allow') or 'warn', inside `with openreg_lab.fallback_policy('allow'):`"
       ", or with OPENREG_FALLBACK=allow.");
   std::lock_guard<std::mutex> lock(warned().mutex);
   if (warned().ops.insert(name).second) {
-    TORCH_WARN(name,
+    TORCH_WARN(what,
                " has no openreg kernel: it ran on the CPU, copying its tensors to "
                "the host and back (this warning is shown once per operator).");
   }

@@ -24,8 +24,9 @@
 
 namespace py = pybind11;
 
-void bind_profiles(py::module_& m);      // Profiles.cpp
-void bind_backend_meta(py::module_& m);  // BackendMeta.cpp
+void bind_profiles(py::module_& m);       // Profiles.cpp
+void bind_backend_meta(py::module_& m);   // BackendMeta.cpp
+void bind_autograd_exit(py::module_& m);  // AutogradExit.cpp
 
 namespace {
 
@@ -86,6 +87,16 @@ PYBIND11_MODULE(_C, m) {
     }
     openreg::device_allocator().set_limit(device, limit);
   });
+  m.def(
+      "_parse_memory_size",
+      [](const std::string& text) -> std::optional<int64_t> {
+        size_t nbytes = 0;
+        if (!openreg::parse_bytes(text.c_str(), &nbytes)) {
+          return std::nullopt;
+        }
+        return static_cast<int64_t>(nbytes);
+      },
+      "OPENREG_MEMORY_LIMIT's parser: the byte count `text` names, or None if it names none.");
   m.def("memory_limit", [](const py::int_& d) -> std::optional<int64_t> {
     auto limit = openreg::device_allocator().limit(device_arg(d));
     if (!limit.has_value()) {
@@ -123,8 +134,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_fallback_policy", [](const std::string& name) {
     openreg::set_fallback_policy(openreg::parse_fallback_policy(name));
   });
+  m.def("_set_policy_exempt", &openreg::set_policy_exempt, py::arg("exempt"),
+        "Exempt this thread's fallback calls from the policy (Note [Printing is exempt from the "
+        "fallback policy]); returns the previous setting.");
 
   openreg::python::bind_trace(m);
   bind_profiles(m);
   bind_backend_meta(m);
+  bind_autograd_exit(m);
 }

@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -92,7 +94,25 @@ bool parse_bytes(const char* text, size_t* out) {
   } else {
     return false;
   }
-  *out = static_cast<size_t>(value * scale);
+  // Whole bytes, and at most 2**63 - 1: the statistics are int64 (a unit may
+  // make a fraction: 1.5G is whole, 1.5 bytes is not). Plain digits are read
+  // exactly: a double would round 2**63 - 1 up.
+  constexpr unsigned long long kMax = 9223372036854775807ULL;
+  if (scale == 1 && std::all_of(text, static_cast<const char*>(end),
+                                [](char c) { return c >= '0' && c <= '9'; })) {
+    errno = 0;
+    const unsigned long long n = std::strtoull(text, nullptr, 10);
+    if (errno == ERANGE || n > kMax) {
+      return false;
+    }
+    *out = static_cast<size_t>(n);
+    return true;
+  }
+  const double bytes = std::floor(value * scale);
+  if (bytes >= 9223372036854775808.0 || (scale == 1 && bytes != value)) {
+    return false;
+  }
+  *out = static_cast<size_t>(bytes);
   return true;
 }
 

@@ -28,8 +28,9 @@ void set_device(c10::DeviceIndex index);
 c10::DeviceIndex exchange_device(c10::DeviceIndex index);
 
 // Parses a byte count such as "4096", "512MiB", "2GiB" or "1.5G" (units are
-// binary: K = KiB = 1024).
-// Returns false when `text` is not a size.
+// binary: K = KiB = 1024; a fraction of a unit is rounded down to whole bytes).
+// Returns false when `text` is not a size, or is a fraction of a byte, or is
+// 2**63 bytes or more.
 bool parse_bytes(const char* text, size_t* out);
 
 }  // namespace openreg

@@ -5,6 +5,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <array>
@@ -55,8 +56,8 @@ size_t default_limit_from_env() {
     return 0;
   }
   TORCH_CHECK(parse_bytes(env, &value) && value > 0, "OPENREG_MEMORY_LIMIT='", env,
-              "' is not a memory size: use bytes or a number with K, M or G "
-              "(e.g. 512M, 2GiB), or unset it for no limit");
+              "' is not a memory size: use a whole number of bytes from 1 to 2**63 - 1, "
+              "or a number with K, M or G (e.g. 512M, 1.5G, 2GiB), or unset it for no limit");
   return value;
 }
 
@@ -103,6 +104,11 @@ class Memory {
 
   DeviceMemory& at(c10::DeviceIndex device) {
     check_device_index(device);
+    return devices_[device];
+  }
+
+  // Unchecked access, for the fork handlers (Note [Fork safety]).
+  DeviceMemory& raw(c10::DeviceIndex device) {
     return devices_[device];
   }
 
@@ -217,10 +223,35 @@ class Memory {
   std::array<DeviceMemory, kMaxDevices> devices_;
 };
 
+Memory& memory();
+
+// Note [Fork safety]: fork() copies only the calling thread, so a mutex that
+// another thread held at that moment stays locked forever in the child (an
+// autograd worker allocating on openreg while the main thread forks a
+// DataLoader worker). The prepare handler takes every device's mutex, so the
+// fork happens between two allocator operations; both parent and child then
+// release them. The child's copy of the allocator matches its copy of the
+// memory (host memory, copied by fork), so it may keep using openreg.
+void lock_all_for_fork() {
+  for (c10::DeviceIndex d = 0; d < kMaxDevices; ++d) {
+    memory().raw(d).mutex.lock();
+  }
+}
+
+void unlock_all_after_fork() {
+  for (c10::DeviceIndex d = kMaxDevices; d-- > 0;) {
+    memory().raw(d).mutex.unlock();
+  }
+}
+
 Memory& memory() {
   // Leaked on purpose: tensors may be freed during interpreter shutdown,
   // after static destructors would have run.
-  static Memory* m = new Memory();
+  static Memory* m = [] {
+    auto* created = new Memory();
+    pthread_atfork(&lock_all_for_fork, &unlock_all_after_fork, &unlock_all_after_fork);
+    return created;
+  }();
   return *m;
 }
 

@@ -2,14 +2,19 @@
 
 Importing :mod:`openreg_lab` registers this module as ``torch.openreg``, the counterpart of
 ``torch.cuda``: devices, streams and events, memory statistics and limits, random seeds and the
-dtypes autocast may use.
+dtypes autocast may use. ``torch.compile`` works with ``backend="eager"`` and ``"aot_eager"``; the
+default backend, Inductor, raises ``InductorUnsupportedError`` naming them (``_compile.py``).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from openreg_lab.device._backend_meta import _backend_format, _backend_formats, _set_backend_format
+from openreg_lab.device import _compile
+from openreg_lab.device._compile import InductorUnsupportedError
 from openreg_lab.device._devices import (
     _is_in_bad_fork,
     _lazy_init,
@@ -69,8 +74,16 @@ def is_bf16_supported() -> bool:
     return True
 
 
+def __getattr__(name: str) -> Any:
+    """Inductor's code generator hooks (``openreg_lab/device/_compile.py``), looked up only by it."""
+    if name in _compile.INDUCTOR_HOOKS:
+        return _compile.inductor_hook(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "Event",
+    "InductorUnsupportedError",
     "Stream",
     "StreamContext",
     "_backend_format",

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
+
 import torch
 
 from openreg_lab import _C, device
+from openreg_lab.device import _sharing
 
 BACKEND = "openreg"
 
@@ -12,9 +15,14 @@ BACKEND = "openreg"
 def register() -> None:
     """Rename PrivateUse1 to ``openreg``, install ``torch.openreg`` and generate the tensor methods.
 
+    Also makes openreg tensors sent to another process fail with a clear error (``_sharing``), and
+    registers the exit handler of Note [Autograd workers at exit] (``csrc/python/AutogradExit.cpp``).
     Safe to call again: each step is skipped when already done.
     """
     _C._init()
+    _sharing.install()
+    atexit.unregister(_C._drain_autograd_workers)
+    atexit.register(_C._drain_autograd_workers)
     current = torch._C._get_privateuse1_backend_name()
     if current != BACKEND:
         if current != "privateuseone":

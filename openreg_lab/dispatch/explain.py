@@ -107,6 +107,34 @@ class Explanation:
         return "\n".join(lines)
 
 
+def _did_you_mean(name: str) -> str:
+    """Dispatcher operators whose name contains ``name``'s (shortest first), else close spellings."""
+    names = torch._C._dispatch_get_all_op_names()
+    base = name.partition("::")[2].partition(".")[0]
+    hints = sorted((n for n in names if base and base in n.partition("::")[2]), key=len)[:3]
+    hints = hints or difflib.get_close_matches(name, names, n=3)
+    return f"; did you mean {', '.join(hints)}?" if hints else ""
+
+
+def _in_dispatcher(overload: torch._ops.OpOverload) -> torch._ops.OpOverload:
+    """Return ``overload`` if the dispatcher knows it; raise ValueError otherwise.
+
+    ``torch.ops`` also resolves TorchScript's own operators (``prim::device``, ``prim::dtype``,
+    ...), which live in the JIT's operator registry: a call to them never reaches a dispatch key,
+    so there is no dispatch path to explain.
+    """
+    schema = overload._schema
+    try:
+        torch._C._dispatch_find_schema_or_throw(schema.name, schema.overload_name)
+    except RuntimeError:
+        raise ValueError(
+            f"explain: {overload.name()} is a TorchScript operator, not a dispatcher operator: calls to "
+            "it never reach a dispatch key or a backend kernel, so there is no dispatch path to "
+            f"explain. Explain a dispatcher operator such as 'aten::add.Tensor'{_did_you_mean(schema.name)}"
+        ) from None
+    return overload
+
+
 def _resolve_op(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch._ops.OpOverload:
     if isinstance(op, str):
         name = op if "::" in op else f"aten::{op}"
@@ -114,13 +142,12 @@ def _resolve_op(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch
         base, _, overload = rest.partition(".")
         try:
             packet = getattr(getattr(torch.ops, ns), base)
-            return getattr(packet, overload or "default")
+            found = getattr(packet, overload or "default")
         except (AttributeError, RuntimeError):
-            hints = difflib.get_close_matches(name, torch._C._dispatch_get_all_op_names(), n=3)
-            hint = f"; did you mean {', '.join(hints)}?" if hints else ""
-            raise ValueError(f"explain: no operator named {name!r}{hint}") from None
+            raise ValueError(f"explain: no operator named {name!r}{_did_you_mean(name)}") from None
+        return _in_dispatcher(found)
     if isinstance(op, torch._ops.OpOverload):
-        return op
+        return _in_dispatcher(op)
     if isinstance(op, torch._ops.OpOverloadPacket):
         errors = []
         for overload in op.overloads():
@@ -130,7 +157,7 @@ def _resolve_op(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch
             except RuntimeError as e:
                 errors.append(f"  {candidate._schema}: {e}".splitlines()[0])
                 continue
-            return candidate
+            return _in_dispatcher(candidate)
         raise TypeError(
             f"explain: the arguments match no overload of {op._qualified_op_name}:\n" + "\n".join(errors)
         )
@@ -307,7 +334,8 @@ def explain(op: Any, *args: Any, **kwargs: Any) -> Explanation:
     ``Explanation.operators`` lists every operator it called).
     The dispatch key set is the union of the tensor arguments' keys plus the thread-local included
     keys, minus the thread-local excluded ones; each key is looked up in the operator's dispatch
-    table, highest priority first. Raises ``ValueError`` for an unknown operator and ``TypeError``
+    table, highest priority first. Raises ``ValueError`` for an unknown operator or one the
+    dispatcher does not know (TorchScript's ``prim::`` operators), with close names, and ``TypeError``
     for arguments that do not match its schema; an exception raised by running the call is kept
     in ``Explanation.error`` instead.
     """

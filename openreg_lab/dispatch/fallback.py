@@ -5,13 +5,21 @@
 * ``"error"``: raise ``NotImplementedError`` naming the operator, before any data moves.
 
 The initial policy comes from the ``OPENREG_FALLBACK`` environment variable.
+
+Printing a tensor is exempt: the operators PyTorch's formatter runs on the device to print an
+openreg tensor run under every policy, without a warning, and are still traced (Note [Printing is
+exempt from the fallback policy] in ``csrc/aten/FallbackPolicy.h``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Literal
+from typing import Any, Literal
+
+import torch
+import torch._tensor_str
 
 from openreg_lab import _C
 
@@ -40,3 +48,29 @@ def fallback_policy(policy: Policy) -> Iterator[None]:
         yield
     finally:
         set_fallback_policy(previous)
+
+
+def _exempt_printing() -> None:
+    """Wrap PyTorch's tensor formatter so that its fallback calls are exempt from the policy.
+
+    Note [Printing is exempt from the fallback policy]. ``Tensor.__repr__`` (and so ``print``,
+    ``str``, ``Parameter.__repr__``) looks ``torch._tensor_str._str`` up at each call; the wrapper
+    sets this thread's exemption around it and restores the previous setting. Idempotent.
+    """
+    original: Callable[..., str] = torch._tensor_str._str
+    if getattr(original, "_openreg_exempt", False):
+        return
+
+    @functools.wraps(original)
+    def _str(self: torch.Tensor, *args: Any, **kwargs: Any) -> str:
+        previous = _C._set_policy_exempt(True)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _C._set_policy_exempt(previous)
+
+    _str._openreg_exempt = True  # type: ignore[attr-defined]
+    torch._tensor_str._str = _str
+
+
+_exempt_printing()

@@ -14,8 +14,10 @@ Built-in profiles:
   ``native_functions.yaml`` that ships with torch (an op with a ``structured_delegate`` has the
   kernels of its delegate; a ``ufunc_inner_loop`` gives CPU and CUDA kernels, as in torchgen).
 
-A user profile is a list of operator names (``"aten::add.Tensor"``; ``"add.Tensor"`` means ``aten``)
-or the path of a YAML file holding such a list, or a mapping of lists (like ``native_ops.yaml``).
+A user profile is a list of operator names (``"aten::add.Tensor"``; ``"add.Tensor"`` means ``aten``),
+a mapping of such lists (like ``native_ops.yaml``: the keys only group them), or the path of a YAML
+or JSON file holding either. Anything else (bytes, a number, a binary file, a file or mapping of
+another shape) raises ``TypeError`` or ``ValueError`` naming the problem and these forms.
 Every profile includes the ``minimal`` operators, which the fallback itself needs.
 
 Under a profile, an operator the profile has but openreg has no hand-written kernel for runs through
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
@@ -46,7 +48,7 @@ _BACKEND_KEYS = {"cpu": "CPU", "cuda": "CUDA", "mps": "MPS"}
 _UFUNC_KEYS = frozenset({"CPU", "CUDA"})  # torchgen.model.UFUNC_DISPATCH_KEYS
 
 #: A profile: a built-in name, a YAML file path, or operator names.
-Profile = Union[str, "os.PathLike[str]", Iterable[str]]
+Profile = Union[str, "os.PathLike[str]", Iterable[str], Mapping[str, Iterable[str]]]
 
 
 @dataclass(frozen=True)
@@ -108,8 +110,6 @@ def _registered() -> frozenset[str]:
 
 
 def _qualify(name: str) -> str:
-    if not isinstance(name, str):
-        raise TypeError(f"operator names are strings like 'aten::add.Tensor'; got {name!r}")
     name = name.strip()
     return name if "::" in name else f"aten::{name}"
 
@@ -133,44 +133,95 @@ def _check_names(names: Iterable[str], source: str) -> frozenset[str]:
     return frozenset(ops)
 
 
-def _load_yaml(path: str) -> frozenset[str]:
-    try:
-        with open(path) as f:
-            data = yaml.safe_load(f)
-    except yaml.YAMLError as e:
-        raise ValueError(f"profile file {path!r} is not valid YAML: {e}") from e
-    if isinstance(data, dict):
-        names: list[object] = [op for ops in data.values() for op in (ops or [])]
-    elif isinstance(data, list):
-        names = data
+def _forms() -> str:
+    """The accepted forms of a profile, for error messages."""
+    return (
+        f"choose one of {', '.join(BUILTIN_PROFILES)}, or pass a list of operator names, a mapping "
+        "of such lists (like native_ops.yaml), or the path of a YAML or JSON file holding either"
+    )
+
+
+def _names_in(data: object, source: str, verb: str = "be") -> list[str]:
+    """The operator names of a profile given as a list of names or a mapping of such lists."""
+    if isinstance(data, Mapping):
+        groups = list(data.items())
+    elif isinstance(data, (list, tuple, set, frozenset)):
+        groups = [(None, data)]
     else:
-        raise ValueError(
-            f"profile file {path!r} must hold a list of operator names, or a mapping of such lists"
+        raise TypeError(
+            f"{source} must {verb} a list of operator names or a mapping of such lists; "
+            f"got {type(data).__name__} {data!r:.60}"
         )
-    bad = [n for n in names if not isinstance(n, str)]
-    if bad:
-        raise ValueError(f"profile file {path!r}: operator names must be strings; got {bad[0]!r}")
-    return _check_names([str(n) for n in names], f"profile file {path!r}")
+    names: list[str] = []
+    for key, ops in groups:
+        where = source if key is None else f"{source}, entry {key!r},"
+        if ops is None:
+            continue  # an empty YAML section
+        if isinstance(ops, (str, bytes)) or not isinstance(ops, (list, tuple, set, frozenset)):
+            raise TypeError(
+                f"{where} must {verb} a list of operator names; got {type(ops).__name__} {ops!r:.60}"
+            )
+        for op in ops:
+            if not isinstance(op, str):
+                kind = type(op).__name__
+                raise TypeError(
+                    f"{where}: operator names are strings like 'aten::add.Tensor'; got {kind} {op!r:.60}"
+                )
+            names.append(op)
+    return names
+
+
+def _load_file(path: str) -> frozenset[str]:
+    source = f"profile file {path!r}"
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError:
+        raise ValueError(
+            f"{source} is not a text file (it is not UTF-8): a profile file is YAML or JSON "
+            "holding a list of operator names or a mapping of such lists"
+        ) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ValueError(f"{source} is not valid YAML or JSON: {e}") from e
+    try:
+        names = _names_in(data, source, "hold")
+    except TypeError as e:
+        raise ValueError(str(e)) from None  # the file, not the argument, has the wrong shape
+    return _check_names(names, source)
 
 
 def _resolve(profile: Profile) -> tuple[str, frozenset[str]]:
     """Return ``(name, ops)`` for a profile given in any accepted form."""
     if isinstance(profile, (str, os.PathLike)):
         text = os.fspath(profile)
+        if isinstance(text, bytes):
+            raise TypeError(f"a profile path must be text, got the bytes path {text!r}")
         if isinstance(profile, str) and text in BUILTIN_PROFILES:
             return text, profile_ops(text)
         if os.path.isfile(text):
-            return os.path.basename(text), _load_yaml(text) | _minimal()
-        raise ValueError(
-            f"unknown profile {text!r}: choose one of {', '.join(BUILTIN_PROFILES)}, "
-            "pass a list of operator names, or the path of a YAML file listing them"
-        )
-    try:
-        names = list(profile)
-    except TypeError:
+            return os.path.basename(text), _load_file(text) | _minimal()
+        if os.path.isdir(text):
+            raise ValueError(f"profile {text!r} is a directory: {_forms()}")
+        hint = ""
+        if "::" in text:
+            hint = f" (for one operator, pass a list: [{text!r}])"
+        elif text.endswith((".yaml", ".yml", ".json")) or os.sep in text:
+            hint = " (no such file)"
+        raise ValueError(f"unknown profile {text!r}{hint}: {_forms()}")
+    if isinstance(profile, (bytes, bytearray, memoryview)):
         raise TypeError(
-            f"a profile is a name, a YAML path or a list of operator names; got {type(profile).__name__}"
-        ) from None
+            f"a profile cannot be {type(profile).__name__} (decode it to a name or a path first): {_forms()}"
+        )
+    if isinstance(profile, Mapping):
+        names = _names_in(profile, "profile")
+    else:
+        try:
+            names = list(profile)
+        except TypeError:
+            raise TypeError(f"a profile cannot be {type(profile).__name__}: {_forms()}") from None
+        names = _names_in(names, "profile")
     return "custom", _check_names(names, "profile") | _minimal()
 
 

@@ -18,6 +18,7 @@ and handed to Python when it ends.
 from __future__ import annotations
 
 import functools
+import operator
 import os
 import sysconfig
 import threading
@@ -132,7 +133,8 @@ def trace(*, record_shapes: bool = False, stack: bool = False, capacity: int = D
     Args:
         record_shapes: also record the shapes and dtypes of each op's tensor arguments.
         stack: give each top-level op the ``file:line`` of the user code that called it.
-        capacity: the most events to keep; the rest are counted in ``Trace.dropped`` and a
+        capacity: the most events to keep, from 1 to 2**63 - 1 (``TypeError`` for a non-integer,
+            ``ValueError`` out of range); the rest are counted in ``Trace.dropped`` and a
             ``TraceDroppedEventsWarning`` says so when the block ends.
 
     Traces may nest and may be opened from several threads at once: each sees every event
@@ -153,6 +155,22 @@ def _interned_count() -> int:
     with _strings_lock:
         _strings.extend(_C._trace_strings(len(_strings)))
         return len(_strings)
+
+
+MAX_CAPACITY = 2**63 - 1  # the recorder counts events in 64 bits, and adds capacities
+
+
+def _check_capacity(capacity: object) -> int:
+    """``capacity`` as an int from 1 to ``MAX_CAPACITY``; ValueError / TypeError naming the range."""
+    if isinstance(capacity, bool) or not hasattr(capacity, "__index__"):
+        raise TypeError(
+            f"trace(capacity=...) must be a positive number of events up to 2**63 - 1 (an int), "
+            f"got {type(capacity).__name__} {capacity!r}"
+        )
+    n = operator.index(capacity)  # type: ignore[arg-type]
+    if not 1 <= n <= MAX_CAPACITY:
+        raise ValueError(f"trace(capacity=...) must be a positive number of events up to 2**63 - 1, got {n}")
+    return n
 
 
 @functools.cache
@@ -181,11 +199,9 @@ class Trace:
         columns: Columns | None = None,
         dropped: int = 0,
     ) -> None:
-        if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity <= 0:
-            raise ValueError(f"trace(capacity=...) must be a positive number of events, got {capacity!r}")
+        self.capacity = _check_capacity(capacity)
         self.record_shapes = record_shapes
         self.stack = stack
-        self.capacity = capacity
         self._session: int | None = None
         self._columns = columns
         self._raw: tuple[dict, int] | None = None  # _C._trace_close's result, strings interned
