@@ -138,6 +138,17 @@ def test_errors():
         openreg_lab.explain(lambda: torch.ones(2) + 1)
 
 
+@pytest.mark.parametrize("op", ["prim::device", torch.ops.prim.device.default, torch.ops.prim.device])
+def test_torchscript_operators_are_refused_with_explains_own_error(op):
+    # torch.ops resolves TorchScript's prim:: operators, which never reach the dispatcher.
+    with pytest.raises(
+        ValueError,
+        match=r"explain: prim::device is a TorchScript operator, not a dispatcher operator: .*"
+        r"Explain a dispatcher operator such as 'aten::add.Tensor'; did you mean .*aten::",
+    ):
+        openreg_lab.explain(op, _x())
+
+
 def test_callables_are_run_and_explained_by_what_they_called():
     x = _x()
     w = torch.randn(3, x.shape[-1], device="openreg", requires_grad=True)

@@ -1,5 +1,8 @@
 """The boxed CPU fallback already runs any op; its full semantics are tested with the operators."""
 
+import re
+import warnings
+
 import pytest
 import torch
 
@@ -242,3 +245,60 @@ def test_factory_with_device_argument():
     torch.testing.assert_close(r.cpu(), torch.linspace(0, 1, 5))
     p = torch.randperm(8, device="openreg")
     assert sorted(p.cpu().tolist()) == list(range(8))
+
+
+# Note [Printing is exempt from the fallback policy]
+@pytest.mark.parametrize("policy", ["warn", "error"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.arange(5.0, device="openreg"),
+        lambda: torch.tensor([1.5, float("nan"), float("inf"), -2.0], device="openreg"),
+        lambda: torch.arange(12, device="openreg").view(3, 4)[:, ::2],
+        lambda: torch.randn(2000, device="openreg"),  # summarised: the printer slices and concatenates
+        lambda: torch.nn.Parameter(torch.ones(2, device="openreg")),
+        lambda: torch.tensor([True, False], device="openreg"),
+    ],
+    ids=["arange", "nonfinite", "strided", "summarised", "parameter", "bool"],
+)
+def test_printing_a_tensor_works_under_every_policy_and_warns_nothing(policy, make):
+    t = make()
+    with openreg_lab.fallback_policy(policy), warnings.catch_warnings():
+        warnings.simplefilter("error")  # a fallback warning would raise
+        text = repr(t)
+        assert str(t) == text
+    assert "device='openreg:0'" in text
+
+    def words(s: str) -> str:
+        return re.sub(r"[\s,]+", " ", s.replace("device='openreg:0'", "")).replace(" )", ")")
+
+    host = t.detach().cpu()
+    if isinstance(t, torch.nn.Parameter):
+        host = torch.nn.Parameter(host)
+    assert words(text) == words(repr(host))  # the same digits as the CPU's printout
+
+
+def test_the_printing_exemption_ends_with_the_printer():
+    x = torch.randn(4, device="openreg")
+    with openreg_lab.fallback_policy("error"):
+        repr(x)
+        with pytest.raises(NotImplementedError, match=r"aten::atan\.out has no openreg kernel"):
+            x.atan_()
+
+
+def test_printing_is_still_traced():
+    x = torch.tensor([1.5, float("nan")], device="openreg")
+    with openreg_lab.fallback_policy("error"), openreg_lab.trace() as t:
+        repr(x)
+    assert len(t.fallbacks()) > 0  # what printing costs on the device stays visible
+
+
+def test_the_convolution_error_names_convolution_not_the_hook():
+    x, w = torch.randn(1, 1, 4, 4, device="openreg"), torch.randn(1, 1, 2, 2, device="openreg")
+    with openreg_lab.fallback_policy("error"):
+        with pytest.raises(
+            NotImplementedError,
+            match=r"^Convolution \(conv1d/2d/3d and conv_transpose1d/2d/3d, which openreg's "
+            r"aten::convolution_overrideable hands to the CPU's kernel\) has no openreg kernel",
+        ):
+            torch.nn.functional.conv2d(x, w)

@@ -10,6 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from openreg_lab import _C
+from tests.conftest import run_python
+
 BAD_INDICES = [256, 257, 2**31, 2**63, 2**64, -2]
 
 
@@ -63,3 +66,51 @@ def test_memory_limit_out_of_range_raises_value_error_naming_the_range(nbytes):
 def test_largest_memory_limit_is_accepted():
     torch.openreg.set_memory_limit(2**63 - 1)
     assert torch.openreg.get_memory_limit() == 2**63 - 1
+
+
+# OPENREG_MEMORY_LIMIT's parser: whole bytes from 1 to 2**63 - 1, never a wrapped negative.
+@pytest.mark.parametrize(
+    ("text", "nbytes"),
+    [
+        ("4096", 4096),
+        ("4096B", 4096),
+        ("9223372036854775807", 2**63 - 1),
+        ("1e3", 1000),
+        ("1.5K", 1536),
+        ("512M", 512 << 20),
+        ("2GiB", 2 << 30),
+        ("1.5G", 3 << 29),
+    ],
+)
+def test_memory_sizes_parse_to_exact_byte_counts(text, nbytes):
+    assert _C._parse_memory_size(text) == nbytes
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1e19",
+        "9223372036854775808",
+        "99999999999999999999999",
+        "8589934592G",
+        "-1",
+        "abc",
+        "1.5",
+        "",
+        "inf",
+        "nan",
+        "12 MB",
+        "1T",
+    ],
+)
+def test_memory_sizes_out_of_range_or_malformed_are_refused(text):
+    assert _C._parse_memory_size(text) is None
+
+
+def test_issue_example_memory_limit_1e19_fails_import_naming_the_range():
+    result = run_python("import openreg_lab", OPENREG_MEMORY_LIMIT="1e19")
+    assert result.returncode != 0
+    assert (
+        "OPENREG_MEMORY_LIMIT='1e19' is not a memory size: use a whole number of bytes from 1 to 2**63 - 1"
+        in result.stderr
+    )

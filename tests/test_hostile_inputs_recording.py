@@ -127,3 +127,29 @@ def test_nested_tensors_keep_their_op_events_with_shapes_on():
     mul = ev[(ev["kind"] == "op") & (ev["name"] == "aten::mul.Tensor")]
     assert len(mul) == 1
     assert mul["shapes"].iloc[0][0] == [-1, -1, -1]  # a nested tensor has no single size per dim
+
+
+@pytest.mark.parametrize(
+    ("capacity", "error"),
+    [
+        (0, ValueError),
+        (-1, ValueError),
+        (2**63, ValueError),
+        (2**64, ValueError),
+        (1.5, TypeError),
+        ("10", TypeError),
+        (True, TypeError),
+        (None, TypeError),
+    ],
+)
+def test_trace_capacity_out_of_range_names_the_valid_range(capacity, error):
+    with pytest.raises(
+        error, match=r"trace\(capacity=...\) must be a positive number of events up to 2\*\*63 - 1"
+    ):
+        openreg_lab.trace(capacity=capacity)
+
+
+def test_the_largest_capacity_records():
+    with openreg_lab.trace(capacity=2**63 - 1) as t:
+        torch.ones(2, device="openreg") + 1
+    assert t.capacity == 2**63 - 1 and t.dropped == 0 and len(t) > 0

@@ -40,9 +40,8 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   // The policy's message names convolution itself: the user called conv2d or
   // conv_transpose1d, never this hook, which openreg does register.
   check_fallback_allowed(c10::OperatorName("aten::convolution_overrideable", ""),
-                         "Convolution (every conv1d/2d/3d, transposed, grouped or dilated "
-                         "convolution reaches openreg as aten::convolution_overrideable, "
-                         "which runs the CPU's kernel)");
+                         "Convolution (conv1d/2d/3d and conv_transpose1d/2d/3d, which openreg's "
+                         "aten::convolution_overrideable hands to the CPU's kernel)");
   static const c10::FunctionSchema& schema = schema_of("aten::convolution_overrideable");
   trace::FallbackScope traced(schema);
   trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
@@ -65,8 +64,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
     c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
   check_fallback_allowed(c10::OperatorName("aten::convolution_backward_overrideable", ""),
-                         "Convolution backward (aten::convolution_backward_overrideable, "
-                         "which runs the CPU's kernel)");
+                         "Convolution backward (openreg's aten::convolution_backward_overrideable "
+                         "hands it to the CPU's kernel)");
   static const c10::FunctionSchema& schema = schema_of("aten::convolution_backward_overrideable");
   trace::FallbackScope traced(schema);
   trace::InternalScope internal;

@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from openreg_lab.device._backend_meta import _backend_format, _backend_formats, _set_backend_format
 from openreg_lab.device import _compile
+from openreg_lab.device._backend_meta import _backend_format, _backend_formats, _set_backend_format
 from openreg_lab.device._compile import InductorUnsupportedError
 from openreg_lab.device._devices import (
     _is_in_bad_fork,
