@@ -1,6 +1,7 @@
 """What tracing costs: a training step traced by openreg_lab, by torch.profiler and by an empty
 TorchDispatchMode, against the same step untraced, side by side in one run, with the floor of any
-RecordFunction-based recorder (our callback installed but recording nothing); a trace around a single
+RecordFunction-based recorder (our callback installed but recording nothing) and a trace with no
+RecordFunction callback at all (only the backend's own hooks record); a trace around a single
 step (open + step + close); the cost per recorded event; and how long a million-event trace takes to
 save and load.
 
@@ -77,6 +78,19 @@ def _empty_callbacks():
         _C._trace_bench_empty_callbacks(False)
 
 
+@contextlib.contextmanager
+def _hooks_only():
+    """A trace with no RecordFunction callback: only the backend's own hooks record (copies, casts,
+    allocations, fallbacks), no Op or Backward events. What a recorder that took op events from
+    the backend instead of RecordFunction would start from."""
+    _C._trace_bench_no_op_observer(True)
+    try:
+        with openreg_lab.trace(record_shapes=True):
+            yield
+    finally:
+        _C._trace_bench_no_op_observer(False)
+
+
 def overhead_table() -> None:
     rows = []
     for name, model, x, y, loss_fn in _cases():
@@ -90,6 +104,7 @@ def overhead_table() -> None:
             _wrapped(run, lambda: openreg_lab.trace(record_shapes=True, stack=True)),
             _wrapped(run, lambda: openreg_lab.trace()),
             _wrapped(run, _empty_callbacks),
+            _wrapped(run, _hooks_only),
             _wrapped(run, lambda: torch.profiler.profile(record_shapes=True)),
             _wrapped(run, EmptyMode),
         ]
@@ -98,7 +113,7 @@ def overhead_table() -> None:
         rows.append([name, str(per_step), fmt_time(base / STEPS)] + [f"{t / base:.2f}" for t in times[1:]])
     print_table(
         ["model", "events/step", "untraced step", "trace(shapes)", "trace(shapes,stack)", "trace()",
-         "RecordFunction floor", "torch.profiler", "empty TorchDispatchMode"],
+         "RecordFunction floor", "backend hooks only", "torch.profiler", "empty TorchDispatchMode"],
         rows,
     )  # fmt: skip
 

@@ -145,6 +145,7 @@ void bind_trace(py::module_& m) {
       py::arg("name"), py::arg("overload") = "");
   m.def("_trace_mark", [](const std::string& name) { trace::record_mark(name); }, py::arg("name"));
   m.def("_trace_bench_empty_callbacks", &trace::set_empty_callbacks, py::arg("empty"));
+  m.def("_trace_bench_no_op_observer", &trace::set_no_op_observer, py::arg("off"));
   m.def("_trace_event_size", [] { return sizeof(trace::Event); });
   // For benchmarks/bench_trace.py: records `n` alloc events through the same
   // hook the allocator uses (with no allocation), returns the nanoseconds taken.

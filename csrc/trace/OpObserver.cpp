@@ -24,6 +24,7 @@ namespace {
 std::atomic<SourceProvider> g_source{nullptr};
 at::CallbackHandle g_callback = 0;
 std::atomic<bool> g_empty_callbacks{false};  // for benchmarks: set_empty_callbacks
+std::atomic<bool> g_no_observer{false};      // for benchmarks: set_no_op_observer
 
 // The dispatch tables read so far, shared by all threads; a table is replaced
 // when stale (Note [Stale dispatch tables]). Replaced tables are kept, as
@@ -318,6 +319,9 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
 }
 
 void add_callback() {
+  if (g_no_observer.load()) {
+    return;
+  }
   g_callback = at::addGlobalCallback(
       at::RecordFunctionCallback(&on_start, &on_end)
           .needsInputs(true)
@@ -339,6 +343,10 @@ void install_op_observer() {
 
 void set_empty_callbacks(bool empty) {
   g_empty_callbacks = empty;
+}
+
+void set_no_op_observer(bool off) {
+  g_no_observer = off;
 }
 
 void set_source_provider(SourceProvider provider) {

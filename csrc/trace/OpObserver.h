@@ -21,4 +21,10 @@ void set_source_provider(SourceProvider provider);
 // records nothing (the cost of RecordFunction alone, the observer's floor).
 void set_empty_callbacks(bool empty);
 
+// For benchmarks/bench_trace.py: while set, traces opened install no callback
+// at all, so they record no Op or Backward events, only what the backend's own
+// hooks record (copies, casts, allocations, fallbacks): the cost a recorder
+// without RecordFunction would start from.
+void set_no_op_observer(bool off);
+
 }  // namespace openreg::trace
