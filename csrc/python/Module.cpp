@@ -87,6 +87,11 @@ PYBIND11_MODULE(_C, m) {
     }
     openreg::device_allocator().set_limit(device, limit);
   });
+  // Freeing a large cache takes time: other threads (and fork) need not wait for the GIL.
+  m.def(
+      "empty_cache", [] { openreg::device_allocator().emptyCache(); },
+      py::call_guard<py::gil_scoped_release>(),
+      "Return every cached block of every device to the host, without holding the GIL.");
   m.def(
       "_parse_memory_size",
       [](const std::string& text) -> std::optional<int64_t> {

@@ -51,8 +51,11 @@ def reset_accumulated_memory_stats(device: DeviceLike = None) -> None:
 
 
 def empty_cache() -> None:
-    """Return every cached (freed but reserved) block of every device to the host."""
-    torch.accelerator.empty_cache()
+    """Return every cached (freed but reserved) block of every device to the host.
+
+    Like ``torch.accelerator.empty_cache()``, but other Python threads run while it frees.
+    """
+    _C.empty_cache()
 
 
 def mem_get_info(device: DeviceLike = None) -> tuple[int, int]:
