@@ -1,13 +1,18 @@
 """What tracing costs: a training step traced by openreg_lab, by torch.profiler and by an empty
-TorchDispatchMode, against the same step untraced, side by side in one run; the cost per recorded
-event; and how long a million-event trace takes to save and load.
+TorchDispatchMode, against the same step untraced, side by side in one run, with the floor of any
+RecordFunction-based recorder (our callback installed but recording nothing); a trace around a single
+step (open + step + close); the cost per recorded event; and how long a million-event trace takes to
+save and load.
 
 .venv/bin/python benchmarks/bench_trace.py
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -60,6 +65,18 @@ def _wrapped(run, make_ctx):
     return call
 
 
+@contextlib.contextmanager
+def _empty_callbacks():
+    """A trace whose RecordFunction callback is installed but returns at once: what RecordFunction
+    itself costs the step (the floor of any RecordFunction-based recorder; backend hooks still record)."""
+    _C._trace_bench_empty_callbacks(True)
+    try:
+        with openreg_lab.trace():
+            yield
+    finally:
+        _C._trace_bench_empty_callbacks(False)
+
+
 def overhead_table() -> None:
     rows = []
     for name, model, x, y, loss_fn in _cases():
@@ -69,8 +86,10 @@ def overhead_table() -> None:
         per_step = len(t) // STEPS
         variants = [
             run,
+            _wrapped(run, lambda: openreg_lab.trace(record_shapes=True)),
             _wrapped(run, lambda: openreg_lab.trace(record_shapes=True, stack=True)),
             _wrapped(run, lambda: openreg_lab.trace()),
+            _wrapped(run, _empty_callbacks),
             _wrapped(run, lambda: torch.profiler.profile(record_shapes=True)),
             _wrapped(run, EmptyMode),
         ]
@@ -78,8 +97,40 @@ def overhead_table() -> None:
         base = times[0]
         rows.append([name, str(per_step), fmt_time(base / STEPS)] + [f"{t / base:.2f}" for t in times[1:]])
     print_table(
-        ["model", "events/step", "untraced step", "trace(shapes,stack)", "trace()", "torch.profiler",
-         "empty TorchDispatchMode"],
+        ["model", "events/step", "untraced step", "trace(shapes)", "trace(shapes,stack)", "trace()",
+         "RecordFunction floor", "torch.profiler", "empty TorchDispatchMode"],
+        rows,
+    )  # fmt: skip
+
+
+def one_step_table() -> None:
+    """A trace around a single step: opening and closing it are not amortised."""
+    rows = []
+    for name, model, x, y, loss_fn in _cases():
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+
+        def step(model=model, x=x, y=y, loss_fn=loss_fn, opt=opt) -> None:
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            opt.step()
+
+        traced = _wrapped(step, lambda: openreg_lab.trace(record_shapes=True))
+        base, one = compare([step, traced], rounds=15, target_s=0.15)
+        rows.append([name, fmt_time(base), fmt_time(one), f"{one / base:.2f}"])
+    # Inside a long recording, a short trace nested in it costs its own window, not the recording.
+    x = torch.ones(4, 3, device="openreg")
+
+    def op() -> None:
+        x.add_(1)
+
+    with openreg_lab.trace(record_shapes=True, capacity=10_000_000):
+        for _ in range(100_000):
+            op()
+        base, one = compare([op, _wrapped(op, lambda: openreg_lab.trace(record_shapes=True))], rounds=15)
+    label = "x.add_(1) in a 100k-op trace (base: that trace only)"
+    rows.append([label, fmt_time(base), fmt_time(one), f"{one / base:.2f}"])
+    print_table(
+        ["model", "untraced step", "open + step + close, trace(shapes)", "ratio"],
         rows,
     )  # fmt: skip
 
@@ -108,6 +159,56 @@ def per_event_cost() -> None:
          ["backend hook (alloc event, no allocation)", f"{off_ns:.1f} ns (no trace open)", "1",
           f"{hook_ns:.0f} ns", ""]],
     )  # fmt: skip
+
+
+# One fresh process: two untraced warm-up steps (torch's own first-call costs), then, timed, an
+# untraced step, the first traced step (the recorder meets every op for the first time: it reads
+# each operator's dispatch table) and a later traced step. Each traced step opens and closes its
+# trace. Prints the three times and the number of distinct operators the step records.
+_FRESH = """
+import json, sys, time, torch
+sys.path.insert(0, {bench!r})
+from _models import training_cases
+import openreg_lab
+name, model, x, y, loss_fn = [c for c in training_cases() if c[0] == "transformer"][0]
+model, x, y = model.openreg(), x.openreg(), y.openreg()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+def step():
+    opt.zero_grad()
+    loss_fn(model(x), y).backward()
+    opt.step()
+    torch.openreg.synchronize()
+def timed(traced):
+    s = time.perf_counter()
+    if traced:
+        with openreg_lab.trace(record_shapes=True) as t:
+            step()
+    else:
+        step()
+    return time.perf_counter() - s, (t if traced else None)
+step(); step()
+untraced, _ = timed(False)
+first, t = timed(True)
+later, _ = timed(True)
+print(json.dumps([untraced, first, later, int(t.events["name"].nunique())]))
+"""
+
+
+def first_sight_table(processes: int = 7) -> None:
+    code = _FRESH.format(bench=str(Path(__file__).resolve().parent))
+    runs = []
+    for _ in range(processes):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    untraced, first, later, ops = (float(np.median([r[i] for r in runs])) for i in range(4))
+    print_table(
+        ["fresh process, transformer step", "untraced step", "later traced step", "first traced step",
+         "first / later", "distinct ops", "first sight per op"],
+        [["open + step + close, shapes on", fmt_time(untraced), f"{later / untraced:.2f}x untraced",
+          f"{first / untraced:.2f}x untraced", f"{first / later:.2f}", f"{ops:.0f}",
+          fmt_time(max(first - later, 0.0) / ops)]],
+    )  # fmt: skip
+    print(f"medians of {processes} fresh processes")
 
 
 def file_table() -> None:
@@ -143,7 +244,11 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; ratios are traced / untraced")
     overhead_table()
     print()
+    one_step_table()
+    print()
     per_event_cost()
+    print()
+    first_sight_table()
     print()
     file_table()
 

@@ -29,3 +29,17 @@ def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=full_env, timeout=120
     )
+
+
+@pytest.hookimpl(trylast=True)  # after -m / -k deselection
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Start the Binder build now, in the background, and run the tests that need it last.
+
+    The build takes minutes, mostly compiling on a core the test run leaves idle (binder_build.py).
+    """
+    needs_build = [item for item in items if "binder_env" in getattr(item, "fixturenames", ())]
+    if needs_build and not config.option.collectonly:
+        import binder_build
+
+        binder_build.BACKGROUND.start()
+        items[:] = [item for item in items if item not in needs_build] + needs_build

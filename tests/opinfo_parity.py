@@ -1,10 +1,14 @@
-"""Run PyTorch's OpInfo sample inputs on openreg and on CPU and compare (float32).
+"""Run PyTorch's OpInfo sample inputs on openreg and on CPU and compare.
+
+float32 by default; :func:`check` takes any dtype the OpInfo supports on CPU, and can make every
+tensor argument non-contiguous first.
 
 Used by tests/test_opinfo.py and scripts/opinfo_report.py.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +20,9 @@ from torch.utils._pytree import tree_flatten, tree_map
 import openreg_lab  # noqa: F401
 
 DTYPE = torch.float32
+
+# The dtypes of the sweep beyond float32: the other float widths, a complex, an integer and bool.
+EXTRA_DTYPES = (torch.float64, torch.float16, torch.bfloat16, torch.complex64, torch.int32, torch.bool)
 
 # Wider tolerances (atol, rtol), each for a stated numerical reason; everything else uses
 # torch.testing.assert_close's float32 defaults (atol 1e-5, rtol 1.3e-6).
@@ -36,6 +43,17 @@ TOLERANCE = {
     # dim: terms of up to ~1.6e3 that cancel to ~50, so summation order alone moves the float32
     # result by an ulp of the terms (1.2e-4). openreg's order lands nearer the float64 sum than CPU's.
     "ldexp": (5e-4, 1.3e-6),
+}
+
+# The same, for the other dtypes of the sweep, by (OpInfo id, dtype); assert_close's defaults for
+# each dtype otherwise.
+DTYPE_TOLERANCE = {
+    # The loss sums softmax's outputs, whose gradient is 0 in exact arithmetic: both backends return
+    # rounding noise of the output's ulp. Over dim 0 openreg's kernel sums in another order than
+    # CPU's (forward results one ulp apart), so the noise differs by up to 3.6e-5 (float16) and
+    # 5.6e-4 (bfloat16), against assert_close's atol of 1e-5.
+    ("softmax", torch.float16): (1e-4, 1e-3),
+    ("softmax", torch.bfloat16): (1e-3, 1.6e-2),
 }
 
 # Ops whose outputs are uninitialised memory: only their metadata is comparable.
@@ -62,9 +80,9 @@ class Case:
         return self.op.name + (f".{self.op.variant_test_name}" if self.op.variant_test_name else "")
 
 
-def all_cases() -> list[Case]:
-    """Every OpInfo that supports float32 on CPU."""
-    return [Case(op) for op in op_db if DTYPE in op.supported_dtypes("cpu")]
+def all_cases(dtype: torch.dtype = DTYPE) -> list[Case]:
+    """Every OpInfo that supports ``dtype`` (float32 by default) on CPU."""
+    return [Case(op) for op in op_db if dtype in op.supported_dtypes("cpu")]
 
 
 def _to_cpu(x: Any) -> Any:
@@ -78,6 +96,12 @@ def _to_cpu(x: Any) -> Any:
     if x._is_view() and x._base is not None:
         base = x._base.detach().cpu()
         y = base.as_strided(x.size(), x.stride(), x.storage_offset())
+        # A lazy conjugate or negative view (x.conj(), torch._neg_view) is a view whose bit its
+        # base does not have: rebuilt on the base alone, it would read unconjugated values.
+        if y.is_conj() != x.is_conj():
+            y = y.conj()
+        if y.is_neg() != x.is_neg():
+            y = torch._neg_view(y)
     else:
         y = x.detach().cpu()
     return y.requires_grad_(x.requires_grad) if x.is_leaf and x.requires_grad else y
@@ -119,10 +143,13 @@ def _compare(
             raise Mismatch(cause, f"{a!r} vs {e!r}")
 
 
-def _samples(case: Case, requires_grad: bool) -> Iterator[Any]:
+def _samples(case: Case, dtype: torch.dtype, requires_grad: bool, noncontiguous: bool) -> Iterator[Any]:
     # Built on openreg by the OpInfo's own code, as PyTorch's device tests do; arguments an op needs
     # on the CPU (tensor_split's sections, say) are created there by that code.
-    yield from case.op.sample_inputs("openreg", DTYPE, requires_grad=requires_grad)
+    for sample in case.op.sample_inputs("openreg", dtype, requires_grad=requires_grad):
+        # noncontiguous() interleaves each tensor with poison values (NaN, True or 12) and keeps
+        # the odd elements: a view with stride 2 of a twice larger base.
+        yield sample.noncontiguous() if noncontiguous else sample
 
 
 def _differentiable(outputs: Any) -> list[torch.Tensor]:
@@ -133,16 +160,24 @@ def _loss(outputs: list[torch.Tensor]) -> torch.Tensor:
     return sum((torch.view_as_real(t) if t.is_complex() else t).sum() for t in outputs)
 
 
-def check(case: Case, max_samples: int = 20) -> int:
+def check(case: Case, max_samples: int = 20, dtype: torch.dtype = DTYPE, noncontiguous: bool = False) -> int:
     """Compare forward (and backward when supported) for up to ``max_samples`` samples.
 
-    Returns the number of samples compared; raises :class:`Mismatch` on the first difference and
-    lets an exception raised only on openreg propagate.
+    ``dtype`` is the samples' dtype (float32 by default); with ``noncontiguous`` every tensor
+    argument is first made non-contiguous. Returns the number of samples compared; raises
+    :class:`Mismatch` on the first difference and lets an exception raised only on openreg propagate.
     """
+    with warnings.catch_warnings():
+        # PyTorch's notice on building its first CSR tensor, on CPU or openreg alike.
+        warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta state")
+        return _check(case, max_samples, dtype, noncontiguous)
+
+
+def _check(case: Case, max_samples: int, dtype: torch.dtype, noncontiguous: bool) -> int:
     op = case.op
-    grad = op.supports_autograd
+    grad = op.supports_autograd and (dtype.is_floating_point or dtype.is_complex)
     compared = 0
-    for sample in _samples(case, requires_grad=grad):
+    for sample in _samples(case, dtype, requires_grad=grad, noncontiguous=noncontiguous):
         if compared >= max_samples:
             break
         cpu_input = tree_map(_to_cpu, sample.input)
@@ -155,7 +190,7 @@ def check(case: Case, max_samples: int = 20) -> int:
             continue
         torch.manual_seed(0)
         actual = op(sample.input, *sample.args, **sample.kwargs)
-        tol = TOLERANCE.get(case.id)
+        tol = TOLERANCE.get(case.id) if dtype == DTYPE else DTYPE_TOLERANCE.get((case.id, dtype))
         _compare("forward", actual, expected, values=op.name not in UNINITIALIZED, tol=tol)
         compared += 1
         if not grad:

@@ -1,29 +1,19 @@
 """binder/ builds a working environment, and agrees with pyproject.toml.
 
-The build test follows repo2docker's steps for a `requirements.txt` environment: a fresh virtual
-environment, `pip install -r binder/requirements.txt`, then `binder/postBuild` from the root of a
-clean checkout (the files git tracks). pip resolves `torch==2.13.0` the way `make test` does, from
-the machine's pip configuration (here a local wheel directory, `find-links` in /etc/pip.conf).
-
-It is kept cheap without skipping a step: the environment is built once per run (a module-scoped
-fixture) under build/binder/, and the checkout's ninja build directory (build/ inside the copy)
-survives between runs, so a second run recompiles only what changed. The virtual environment and
-the checkout's sources are made afresh every time. build/binder/timings.txt has the timings.
+The build itself (repo2docker's steps in a fresh virtual environment) is `binder_build.py`; it runs
+in the background of the test run and these tests wait for it.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
-import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
+import binder_build
 import pytest
 import tomllib
+from binder_build import BinderEnv
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
@@ -92,72 +82,14 @@ def test_binder_postbuild_is_an_executable_script_that_stops_on_errors():
     assert "set -e" in (line.strip() for line in lines)
 
 
-@dataclass
-class BinderEnv:
-    venv: Path
-    checkout: Path
-    env: dict[str, str]
-    timings: dict[str, float]
-
-    def run(self, *cmd: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            cmd, cwd=cwd or self.checkout, env=self.env, capture_output=True, text=True, timeout=900
-        )
-
-
-def _tracked_files() -> list[str]:
-    out = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
-    return [f for f in out.split("\0") if f and (ROOT / f).is_file()]
-
-
-def _fresh_checkout(dest: Path) -> None:
-    """The tracked files at dest, like a clone; keeps only dest/build (ninja's objects)."""
-    if dest.exists():
-        for entry in dest.iterdir():
-            if entry.name != "build":
-                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
-    for rel in _tracked_files():
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / rel, target)  # keeps mtimes: ninja rebuilds only what changed
-
-
 @pytest.fixture(scope="module")
 def binder_env() -> BinderEnv:
-    if shutil.which("git") is None or not (ROOT / ".git").exists():
-        pytest.skip("needs a git checkout (the files a clone would have)")
-    work = ROOT / "build" / "binder"
-    work.mkdir(parents=True, exist_ok=True)
-    venv, checkout = work / "venv", work / "checkout"
-    timings: dict[str, float] = {}
-
-    def step(name: str, cmd: list[str], cwd: Path, env: dict[str, str]) -> None:
-        start = time.monotonic()
-        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
-        timings[name] = time.monotonic() - start
-        assert proc.returncode == 0, f"{name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-
-    start = time.monotonic()
-    _fresh_checkout(checkout)
-    timings["checkout"] = time.monotonic() - start
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-    step("venv", [sys.executable, "-m", "venv", "--clear", str(venv)], work, env)
-    env["VIRTUAL_ENV"] = str(venv)
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "-q"]
-    step(
-        "pip install -r binder/requirements.txt",
-        [*pip, "install", "-r", "binder/requirements.txt"],
-        checkout,
-        env,
-    )
-    step("binder/postBuild", ["bash", "binder/postBuild"], checkout, env)
-    lines = [f"{name}: {seconds:.1f} s" for name, seconds in timings.items()]
-    (work / "timings.txt").write_text("\n".join(lines) + "\n")
-    print("\nbinder environment:", "; ".join(lines))
-    return BinderEnv(venv, checkout, env, timings)
+    reason = binder_build.can_build()
+    if reason is not None:
+        pytest.skip(reason)
+    env = binder_build.BACKGROUND.result()
+    print("\nbinder environment:", "; ".join(f"{k}: {v:.1f} s" for k, v in env.timings.items()))
+    return env
 
 
 def test_binder_environment_imports_openreg_lab_from_the_notebooks_folder(binder_env: BinderEnv):

@@ -10,6 +10,7 @@ import math
 
 import pytest
 import torch
+from _parity import assert_same_as_cpu
 
 import openreg_lab
 from tests.native_checks import assert_matches, check, check_error
@@ -580,3 +581,67 @@ def test_sum_backward_is_native():
         d = x.to("openreg").requires_grad_()
         d.sum(1).sum().backward()
     assert_matches(d.grad, torch.ones(4, 6))
+
+
+# --- argmax / argmin / max / min with a dim on more than 64 dims ----------------------------------
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda t, d: torch.argmax(t, dim=0),
+        lambda t, d: torch.argmin(t, dim=-1, keepdim=True),
+        lambda t, d: torch.argmax(t, 0, out=torch.empty(0, dtype=torch.long, device=d)),
+        lambda t, d: torch.max(t, dim=3),
+        lambda t, d: torch.min(
+            t, 0, out=(torch.empty(0, device=d), torch.empty(0, dtype=torch.long, device=d))
+        ),
+    ],
+    ids=["argmax", "argmin_keepdim", "argmax_out", "max_dim", "min_dim_out"],
+)
+def test_arg_reductions_with_a_dim_refuse_more_than_64_dims(fn):
+    err = assert_same_as_cpu(lambda d: fn(torch.zeros([1] * 65, device=d), d))
+    assert "only tensors with up to 64 dims are supported" in str(err)
+
+
+def _big(device):
+    # 65 dims: one more than a reduction's dim mask has bits.
+    return torch.arange(6.0).reshape([1] * 63 + [2, 3]).to(device)
+
+
+WHOLE_TENSOR_REDUCTIONS = {
+    "sum": lambda t, d: t.sum(),
+    "sum_int": lambda t, d: t.long().sum(),
+    "sum_keepdim": lambda t, d: t.sum(dim=None, keepdim=True),
+    "sum_dim": lambda t, d: t.sum(dim=1),
+    "sum_out": lambda t, d: torch.sum(t, dim=[], out=torch.empty(0, device=d)),
+    "mean": lambda t, d: t.mean(),
+    "mean_dim": lambda t, d: t.mean(dim=-1),
+    "mean_out": lambda t, d: torch.mean(t, dim=[], out=torch.empty(0, device=d)),
+    "amax": lambda t, d: t.amax(),
+    "amin_dim": lambda t, d: t.amin(dim=0),
+    "amax_out": lambda t, d: torch.amax(t, dim=[], out=torch.empty(0, device=d)),
+    "max": lambda t, d: t.max(),
+    "min": lambda t, d: t.min(),
+    "argmax": lambda t, d: t.argmax(),
+    "argmin_keepdim": lambda t, d: t.argmin(keepdim=True),
+    "var": lambda t, d: t.var(),
+    "std_keepdim": lambda t, d: t.std(dim=None, keepdim=True),
+    "std_dim": lambda t, d: t.std(dim=64),
+    "var_out": lambda t, d: torch.var(t, dim=None, out=torch.empty(0, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", WHOLE_TENSOR_REDUCTIONS)
+def test_reductions_of_more_than_64_dims_match_cpu(name):
+    fn = WHOLE_TENSOR_REDUCTIONS[name]
+
+    def run(device):
+        r = fn(_big(device), device)
+        return tuple(r.shape), r.reshape(-1)  # assert_close itself cannot compare 65-dim tensors
+
+    assert_same_as_cpu(run)
+
+
+def test_arg_reductions_with_a_dim_still_work_on_64_dims():
+    assert_same_as_cpu(lambda d: torch.arange(6.0, device=d).reshape([1] * 62 + [2, 3]).argmax(dim=-1))

@@ -63,3 +63,61 @@ def test_load_to_missing_device_is_clear():
     x = torch.randn(2, device="openreg:1")
     with pytest.raises(RuntimeError, match="openreg"):
         _round_trip(x, map_location="openreg:5")
+
+
+# --- BackendMeta: the format tag (Note [Backend metadata] in csrc/runtime/BackendMeta.h) ----------
+
+
+def test_format_tag_survives_save_and_load():
+    x = torch.randn(2, 8, 3, 3, device="openreg:1")
+    torch.openreg._set_backend_format(x, "nc4hw4")
+    loaded = _round_trip({"x": x, "plain": torch.ones(2, device="openreg")})
+    assert torch.openreg._backend_format(loaded["x"]) == "nc4hw4"
+    assert loaded["x"].device == torch.device("openreg", 1)
+    assert torch.equal(loaded["x"].cpu(), x.cpu())
+    assert torch.openreg._backend_format(loaded["plain"]) == "plain"
+
+
+def test_format_tag_is_the_only_metadata_saved():
+    x = torch.randn(4, device="openreg")
+    assert torch._C._get_tensor_metadata(x) == {}  # untagged checkpoints are unchanged
+    torch.openreg._set_backend_format(x, "tiled16")
+    assert torch._C._get_tensor_metadata(x) == {"openreg.format.tiled16": True}
+    torch.openreg._set_backend_format(x, "plain")
+    assert torch._C._get_tensor_metadata(x) == {}
+
+
+def test_format_tag_stays_with_the_tensor_and_its_shallow_copies_only():
+    x = torch.randn(4, 4, device="openreg")
+    torch.openreg._set_backend_format(x, "tiled16")
+    assert torch.openreg._backend_format(x.detach()) == "tiled16"
+    assert torch.openreg._backend_format(x[0]) == "plain"  # a view is a new TensorImpl
+    assert torch.openreg._backend_format(x + 1) == "plain"
+    detached = x.detach()
+    torch.openreg._set_backend_format(detached, "nc4hw4")  # its own record, not x's
+    assert torch.openreg._backend_format(x) == "tiled16"
+
+
+def test_format_tag_is_dropped_when_loading_to_cpu():
+    x = torch.randn(3, device="openreg")
+    torch.openreg._set_backend_format(x, "nc4hw4")
+    y = _round_trip(x, map_location="cpu")
+    assert y.device == torch.device("cpu")
+    assert torch.equal(y, x.cpu())
+
+
+def test_unknown_format_in_a_checkpoint_is_a_clear_error():
+    x = torch.randn(3, device="openreg")
+    with pytest.raises(RuntimeError, match=r"format 'bogus', which this openreg_lab does not know"):
+        torch._C._set_tensor_metadata(x, {"openreg.format.bogus": True})  # what torch.load calls
+
+
+def test_bad_format_arguments_are_clear_errors():
+    x = torch.randn(3, device="openreg")
+    assert torch.openreg._backend_formats() == ["plain", "nc4hw4", "tiled16"]
+    with pytest.raises(
+        ValueError, match="unknown openreg format 'nchw': known formats are plain, nc4hw4, tiled16"
+    ):
+        torch.openreg._set_backend_format(x, "nchw")
+    with pytest.raises(RuntimeError, match="expected an openreg tensor, got cpu"):
+        torch.openreg._set_backend_format(torch.ones(2), "nc4hw4")

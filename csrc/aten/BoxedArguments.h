@@ -17,6 +17,33 @@ inline bool on_openreg(const at::Tensor& t) {
   return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
 }
 
+// A dense tensor with a storage of plain elements: not sparse (no storage;
+// indices and values instead), not quantized (its storage needs its
+// quantizer to mean anything) and not nested (one buffer for tensors of
+// several shapes). Only plain tensors have host views.
+inline bool is_plain(const at::Tensor& t) {
+  return t.layout() == c10::kStrided && !t.is_quantized() && !t.is_nested();
+}
+
+// The CPU dispatch key that runs an operator on the host copy of `t`, when
+// `t`'s layout needs more than the CPU key: SparseCPU, SparseCsrCPU,
+// QuantizedCPU or NestedTensorCPU. Empty for plain and undefined tensors.
+inline c10::DispatchKeySet host_layout_key(const at::Tensor& t) {
+  if (!t.defined() || is_plain(t)) {
+    return {};
+  }
+  if (t.is_quantized()) {
+    return c10::DispatchKeySet(c10::DispatchKey::QuantizedCPU);
+  }
+  if (t.is_nested()) {
+    return c10::DispatchKeySet(c10::DispatchKey::NestedTensorCPU);
+  }
+  if (t.layout() == c10::kSparse) {
+    return c10::DispatchKeySet(c10::DispatchKey::SparseCPU);
+  }
+  return c10::DispatchKeySet(c10::DispatchKey::SparseCsrCPU);  // CSR, CSC, BSR, BSC
+}
+
 // A `Generator?` argument.
 inline bool is_optional_generator(const c10::Argument& arg) {
   const auto* opt = arg.type()->castRaw<c10::OptionalType>();
@@ -46,6 +73,21 @@ inline int aliased_argument(const c10::FunctionSchema& schema, const c10::Argume
 // True for Tensor[] and Tensor?[] values.
 inline bool is_tensor_list(const c10::IValue& v) {
   return v.isTensorList() || v.isOptionalTensorList();
+}
+
+// Calls f on `v`'s tensor, or on each tensor of its Tensor[] or Tensor?[]
+// list (None entries skipped).
+template <class F>
+void for_each_tensor(const c10::IValue& v, F&& f) {
+  if (v.isTensor()) {
+    f(v.toTensor());
+  } else if (is_tensor_list(v)) {
+    for (const c10::IValue& e : v.toListRef()) {
+      if (e.isTensor()) {
+        f(e.toTensor());
+      }
+    }
+  }
 }
 
 // `v` with `f` applied to its tensor, or to each tensor of its Tensor[] or

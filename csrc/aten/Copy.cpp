@@ -20,6 +20,21 @@ bool on_openreg(const at::Tensor& t) {
   return t.device().type() == c10::DeviceType::PrivateUse1;
 }
 
+// `t` as a plain CPU tensor over the same bytes: host_view for openreg
+// tensors, and for a quantized CPU tensor an alias without its quantizer.
+// The CPU copy kernel then copies a quantized tensor's integer representation
+// as it copies any other elements (copy_ has already given dst the quantizer
+// of src); given a quantized tensor on one side only, it would refuse.
+at::Tensor plain_view(const at::Tensor& t) {
+  if (!t.is_quantized() || on_openreg(t)) {
+    return host_view(t);
+  }
+  auto out = at::detail::make_tensor<c10::TensorImpl>(
+      c10::Storage(t.storage()), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+  out.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return out;
+}
+
 // copy_ of `self` into `dst`, where at least one of them is on openreg.
 // See Note [Device memory is host memory]: the CPU copy kernel moves the
 // bytes, converting dtype and layout on the way.
@@ -33,7 +48,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
   const int64_t start = trace::enabled() ? trace::now_ns() : 0;
   {
     trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
-    host_view(dst).copy_(host_view(self));
+    plain_view(dst).copy_(plain_view(self));
   }
   ++tls_copies;
   trace::record_copy(start, self.device(), dst.device(), static_cast<int64_t>(dst.nbytes()));
@@ -56,6 +71,12 @@ uint64_t copies_on_this_thread() noexcept {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_IMPL(m, "_copy_from", copy_from);
   OPENREG_IMPL(m, "_copy_from_and_resize", copy_from_and_resize);
+}
+
+// A quantized tensor's bytes move the same way: copy_ has already given dst
+// src's quantizer, and the host views copy the integer representation.
+TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
+  OPENREG_IMPL(m, "_copy_from", copy_from);
 }
 
 // Note [Copies resolve conjugate and negative bits]

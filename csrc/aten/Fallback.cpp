@@ -113,7 +113,8 @@ class Fallback {
         schema_(op.schema()),
         stack_(stack),
         num_args_(schema_.arguments().size()),
-        first_arg_(stack->size() - num_args_) {}
+        first_arg_(stack->size() - num_args_),
+        host_keys_(host_dispatch_keys()) {}
 
   void run() {
     check_fallback_allowed(schema_.operator_name());
@@ -121,7 +122,7 @@ class Fallback {
     // cells, say) cannot run on the CPU either: say so, naming openreg,
     // instead of the dispatcher's error about the 'CPU' backend.
     TORCH_CHECK_NOT_IMPLEMENTED(
-        op_.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU),
+        op_.hasComputedKernelForDispatchKey(host_keys_.highestPriorityTypeId()),
         "openreg: ", c10::toString(schema_.operator_name()),
         " has no openreg kernel, and openreg's CPU fallback cannot run it: PyTorch has no CPU "
         "kernel for this operator (only other backends register one). An openreg kernel "
@@ -129,7 +130,7 @@ class Fallback {
     trace::FallbackScope traced(schema_);
     trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
     find_device();
-    aliasing_ = returns_views();
+    aliasing_ = returns_views() && !has_layout_arguments();
     c10::OptionalDeviceGuard guard(device_);
 
     written_ = written_arguments(schema_, *stack_, first_arg_);
@@ -143,7 +144,7 @@ class Fallback {
     }
     std::vector<c10::IValue> host_args(stack_->begin() + first_arg_, stack_->end());
 
-    op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack_);
+    op_.redispatchBoxed(host_keys_, stack_);
 
     if (!aliasing_) {
       copy_spans_to_device();
@@ -172,15 +173,16 @@ class Fallback {
  private:
   // Note [Fallback device rules]
   // The openreg tensors of one call must all be on the same device. CPU
-  // tensors may join them only as 0-dim scalars, or as the `indices` of an
-  // indexing op, as on CUDA. Anything else raises PyTorch's usual
-  // "Expected all tensors to be on the same device" error.
+  // tensors may join them only as 0-dim scalars, as the `indices` of an
+  // indexing op, or as an argument the schema names `cpu_...` (a nested
+  // tensor's sizes, which live on the host), as on CUDA. Anything else
+  // raises PyTorch's usual "Expected all tensors to be on the same device".
   void find_device() {
     for (size_t i = 0; i < num_args_; ++i) {
       const c10::IValue& v = (*stack_)[first_arg_ + i];
       const bool indices = schema_.arguments()[i].name() == "indices";
       if (v.isTensor()) {
-        check_tensor(v.toTensor(), false);
+        check_tensor(v.toTensor(), schema_.arguments()[i].name().rfind("cpu_", 0) == 0);
       } else if (v.isTensorList()) {
         for (const at::Tensor& t : v.toTensorList()) {
           check_tensor(t, indices);
@@ -235,6 +237,27 @@ class Fallback {
                 ", which runs through openreg's CPU fallback)");
   }
 
+  // The CPU keys the call runs on: CPU, plus SparseCPU, SparseCsrCPU or
+  // QuantizedCPU when an argument has that layout (Note [Sparse and
+  // quantized tensors through the fallback] in LayoutFallback.cpp).
+  c10::DispatchKeySet host_dispatch_keys() const {
+    c10::DispatchKeySet keys(c10::DispatchKey::CPU);
+    for (size_t i = 0; i < num_args_; ++i) {
+      for_each_tensor((*stack_)[first_arg_ + i],
+                      [&](const at::Tensor& t) { keys = keys | host_layout_key(t); });
+    }
+    return keys;
+  }
+
+  bool has_layout_arguments() const {
+    bool found = false;
+    for (size_t i = 0; i < num_args_; ++i) {
+      for_each_tensor((*stack_)[first_arg_ + i],
+                      [&](const at::Tensor& t) { found = found || !is_plain(t); });
+    }
+    return found;
+  }
+
   bool returns_views() const {
     for (const c10::Argument& ret : schema_.returns()) {
       if (ret.alias_info() != nullptr && !ret.alias_info()->isWrite()) {
@@ -247,6 +270,12 @@ class Fallback {
   at::Tensor tensor_to_host(const at::Tensor& t, bool is_out = false) {
     if (!on_openreg(t)) {
       return t;
+    }
+    if (!is_plain(t)) {
+      // indices and values (sparse), bytes and quantizer, or the buffer and
+      // sizes of a nested tensor (which moves only when contiguous)
+      const at::Tensor& whole = t.is_nested() && !t.is_contiguous() ? t.contiguous() : t;
+      return with_requires_grad(t, whole.to(c10::kCPU));
     }
     if (aliasing_) {
       return host_view(t);
@@ -263,8 +292,18 @@ class Fallback {
     if (it != moved_.end()) {
       return it->second;
     }
-    at::Tensor cpu = t.to(c10::kCPU);
+    at::Tensor cpu = with_requires_grad(t, t.to(c10::kCPU));
     moved_.emplace(t.unsafeGetTensorImpl(), cpu);
+    return cpu;
+  }
+
+  // A few CPU kernels read requires_grad to decide what to save for their
+  // backward (_sparse_mm_reduce_impl keeps its argmax indices only then);
+  // the host copy must say what the argument says.
+  static at::Tensor with_requires_grad(const at::Tensor& t, at::Tensor cpu) {
+    if (t.requires_grad() && !cpu.requires_grad()) {
+      cpu.requires_grad_(true);
+    }
     return cpu;
   }
 
@@ -296,6 +335,10 @@ class Fallback {
       if (!on_openreg(dst)) {
         return;
       }
+      if (!is_plain(dst)) {
+        dst.copy_(src);  // sparse: copy_sparse_to_sparse_ resizes dst too
+        return;
+      }
       auto span = spans_.find(dst.storage().unsafeGetStorageImpl());
       if (span != spans_.end() && src.storage().is_alias_of(span->second.host.storage())) {
         return;  // written in place on the span, copied back whole
@@ -311,6 +354,9 @@ class Fallback {
   at::Tensor tensor_to_device(const at::Tensor& t) {
     if (!t.defined() || on_openreg(t)) {
       return t;
+    }
+    if (t.is_nested() && !t.is_contiguous()) {
+      return t.contiguous().to(*device_);  // a nested view (transpose) moves only whole
     }
     return t.to(*device_);
   }
@@ -358,12 +404,12 @@ class Fallback {
     for (size_t i = 0; i < num_args_; ++i) {
       const c10::IValue& v = (*stack_)[first_arg_ + i];
       if (v.isTensor()) {
-        if (on_openreg(v.toTensor())) {
+        if (on_openreg(v.toTensor()) && is_plain(v.toTensor())) {
           f(v.toTensor(), written_[i]);
         }
       } else if (is_tensor_list(v)) {
         for (const c10::IValue& e : v.toListRef()) {
-          if (e.isTensor() && on_openreg(e.toTensor())) {
+          if (e.isTensor() && on_openreg(e.toTensor()) && is_plain(e.toTensor())) {
             f(e.toTensor(), written_[i]);
           }
         }
@@ -435,6 +481,7 @@ class Fallback {
   torch::jit::Stack* stack_;
   const size_t num_args_;
   const size_t first_arg_;
+  const c10::DispatchKeySet host_keys_;
   std::optional<c10::Device> device_;
   std::vector<c10::Device> cpu_tensor_devices_;
   bool aliasing_ = false;
@@ -450,6 +497,10 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     generic_native(op, stack);
     return;
   }
+  run_cpu_fallback(op, stack);
+}
+
+void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   count_fallback();
   Fallback(op, stack).run();
 }

@@ -23,6 +23,10 @@ namespace openreg {
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// The CPU round trip itself, without cpu_fallback's profile check: the
+// fallback of the sparse and quantized keys (LayoutFallback.cpp).
+void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
 template <class Op, class... Args>
 decltype(auto) fallback(Args&&... args) {
   return at::native::call_fallback_fn<&cpu_fallback, Op>::call(std::forward<Args>(args)...);

@@ -270,6 +270,9 @@ class GenericCall {
     if (!r.defined() || on_openreg(r)) {
       return r;
     }
+    if (!is_plain(r)) {
+      return r.to(device_);  // to_sparse, quantize_per_tensor, ...: rebuilt on openreg by copy
+    }
     auto base = inputs_.find(r.storage().data());
     if (base != inputs_.end()) {
       // A view of an argument: the same view of the original openreg tensor.

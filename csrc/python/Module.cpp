@@ -4,6 +4,7 @@
 #include "aten/Autocast.h"
 #include "aten/Copy.h"
 #include "aten/FallbackPolicy.h"
+#include "aten/LayoutFallback.h"
 #include "python/Trace.h"
 #include "runtime/Device.h"
 #include "runtime/DeviceAllocator.h"
@@ -23,7 +24,8 @@
 
 namespace py = pybind11;
 
-void bind_profiles(py::module_& m);  // Profiles.cpp
+void bind_profiles(py::module_& m);      // Profiles.cpp
+void bind_backend_meta(py::module_& m);  // BackendMeta.cpp
 
 namespace {
 
@@ -33,6 +35,7 @@ void init() {
   // import with a clear message rather than the first allocation.
   openreg::device_allocator().limit(0);
   openreg::fallback_policy();
+  openreg::register_layout_fallbacks();
 }
 
 // A device index from Python, range-checked before it is narrowed to
@@ -123,4 +126,5 @@ PYBIND11_MODULE(_C, m) {
 
   openreg::python::bind_trace(m);
   bind_profiles(m);
+  bind_backend_meta(m);
 }

@@ -4,6 +4,8 @@
 
 #include "python/Trace.h"
 
+#include "trace/DispatchPath.h"
+
 #include "trace/Hooks.h"
 #include "trace/Intern.h"
 #include "trace/OpObserver.h"
@@ -101,6 +103,7 @@ py::dict close(uint64_t id) {
     d["thread"] = t.thread;
     d["os_thread"] = t.os_thread;
     d["first"] = t.first;
+    d["pool_first"] = t.pool_first;
     d["events"] = py::bytes(reinterpret_cast<const char*>(t.events.data()),
                             t.events.size() * sizeof(trace::Event));
     d["pool"] =
@@ -132,9 +135,16 @@ void bind_trace(py::module_& m) {
       py::arg("capacity"), py::arg("record_shapes"), py::arg("stack"), py::arg("skip_prefixes"));
   m.def("_trace_close", &close, py::arg("id"));
   m.def("_trace_enabled", &trace::enabled);
-  m.def("_trace_strings", &trace::interned_strings);
+  m.def("_trace_strings", &trace::interned_strings, py::arg("first") = 0);
   m.def("_trace_events_so_far", &trace::events_so_far);
+  m.def(
+      "_dispatch_table_kinds",
+      [](const std::string& name, const std::string& overload) {
+        return trace::describe_dispatch_table({name, overload});
+      },
+      py::arg("name"), py::arg("overload") = "");
   m.def("_trace_mark", [](const std::string& name) { trace::record_mark(name); }, py::arg("name"));
+  m.def("_trace_bench_empty_callbacks", &trace::set_empty_callbacks, py::arg("empty"));
   m.def("_trace_event_size", [] { return sizeof(trace::Event); });
   // For benchmarks/bench_trace.py: records `n` alloc events through the same
   // hook the allocator uses (with no allocation), returns the nanoseconds taken.

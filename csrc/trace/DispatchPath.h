@@ -9,15 +9,17 @@
 // BackendSelect kernels pass the call on to the next key; a composite
 // (CompositeImplicitAutograd "math", CompositeExplicitAutograd "default
 // backend") kernel or the backend's own kernel ends it. The kernels come from
-// the operator's computed dispatch table, read once per operator.
+// the operator's computed dispatch table (Note [Classifying a table entry]).
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/operator_name.h>
 #include <c10/core/DispatchKeySet.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 namespace openreg::trace {
 
@@ -36,8 +38,10 @@ struct ResolutionCache {
   int size = 0;
 };
 
-// The dispatch decisions of one operator, computed from its table. Immutable
-// once read, so threads share it.
+// The dispatch decisions of one operator, computed from its table. Threads
+// share it: each entry is classified the first time any thread needs it
+// (a call's key set has a handful of keys; the table has over a hundred) and
+// never changes after that.
 //
 // Note [Stale dispatch tables]
 // Kernels can be registered and removed at runtime (torch.library, coverage
@@ -51,14 +55,31 @@ class OperatorTable {
   Resolution resolve(c10::DispatchKeySet keys, ResolutionCache& cache) const;
   bool stale() const;
 
- private:
-  enum class Entry : uint8_t { Missing, Fallthrough, Kernel, Math, DefaultBackend, Fallback };
+  // What the computed table holds for one runtime key.
+  enum class Entry : uint8_t {
+    Missing,
+    Fallthrough,
+    Kernel,
+    Math,
+    DefaultBackend,
+    Fallback,
+    Unknown
+  };
   Entry entry(c10::DispatchKey key) const;
 
-  std::unique_ptr<Entry[]> entries_;  // by DispatchKey value
+ private:
+  Entry classify(c10::DispatchKey key) const;
+
+  std::unique_ptr<std::atomic<Entry>[]> entries_;  // by DispatchKey value; Unknown until needed
   std::optional<c10::OperatorHandle> handle_;
   bool privateuse1_kernel_ = false;  // registered directly when read
 };
+
+// The kinds of an operator's computed table, one "Key: kind" line per key that
+// has a kernel, read through the dispatcher's structured API (the same kinds
+// as dumpComputedTable's brackets: kernel, fallthrough, math, default backend,
+// backend fallback). For tests and explain().
+std::string describe_dispatch_table(const c10::OperatorName& name);
 
 // Marks every table read so far as stale (Note [Stale dispatch tables]).
 void invalidate_dispatch_tables();

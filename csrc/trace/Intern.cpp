@@ -33,10 +33,13 @@ uint32_t intern(std::string_view text) {
   return id;
 }
 
-std::vector<std::string> interned_strings() {
+std::vector<std::string> interned_strings(size_t first) {
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mutex);
-  return {t.strings.begin(), t.strings.end()};
+  if (first >= t.strings.size()) {
+    return {};
+  }
+  return {t.strings.begin() + static_cast<std::ptrdiff_t>(first), t.strings.end()};
 }
 
 }  // namespace openreg::trace

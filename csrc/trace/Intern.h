@@ -13,7 +13,8 @@ namespace openreg::trace {
 
 uint32_t intern(std::string_view text);
 
-// Every string interned so far, indexed by id.
-std::vector<std::string> interned_strings();
+// The strings interned so far with ids from `first` on (ids only grow, so a
+// reader that keeps what it got asks only for the new ones).
+std::vector<std::string> interned_strings(size_t first = 0);
 
 }  // namespace openreg::trace

@@ -61,7 +61,7 @@ class Session final : public libkineto::IActivityProfilerSession {
   }
 
   void processTrace(libkineto::ActivityLogger& logger) override {
-    const std::vector<std::string> strings = interned_strings();
+    const std::vector<std::string> strings = interned_strings(0);
     // Kineto's times are c10::getTime(); the recorder's are steady_clock.
     const int64_t offset = c10::getTime() - now_ns();
     for (const ThreadEvents& t : result_.threads) {

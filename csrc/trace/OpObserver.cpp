@@ -23,6 +23,7 @@ namespace {
 
 std::atomic<SourceProvider> g_source{nullptr};
 at::CallbackHandle g_callback = 0;
+std::atomic<bool> g_empty_callbacks{false};  // for benchmarks: set_empty_callbacks
 
 // The dispatch tables read so far, shared by all threads; a table is replaced
 // when stale (Note [Stale dispatch tables]). Replaced tables are kept, as
@@ -63,30 +64,95 @@ struct OpInfo {
 // child end after its parent (the timeline would draw it outside its frame).
 // Events are real time; making first sight cheap is the way to shrink it.
 
+// Note [The op observer's hot path]
+// The observer runs for every operator call of every thread while a trace is
+// open, so its steady state is kept to one thread-local lookup, a few loads
+// and the 64-byte append:
+// - RecordFunction gives each call a globally unique id only when asked
+//   (needsIds: an atomic increment per call, recorded or not); the observer
+//   does not ask. A start and its end see the same RecordFunction object, and
+//   two calls alive at once on one thread never share an address, so the
+//   address is the handle.
+// - Each thread remembers which of its calls were recorded (ThreadState). An
+//   end that is not the innermost recorded call returns without taking the
+//   buffer's lock, without even reading the clock.
+// - Operators are looked up by the address of their schema's name in a small
+//   direct-mapped table before the thread's map; names that are not operators
+//   (user scopes, the autograd engine's "evaluate_function: ...") are not
+//   cached at all, so their fresh heap strings do not grow the map.
+// - A backward node's name is interned once per thread, not under the shared
+//   lock at every node (Intern.h).
+// What remains is RecordFunction's own cost: it exists for every call once
+// any global callback is installed, and with needsInputs it boxes every
+// argument. benchmarks/bench_trace.py measures that floor (an empty callback)
+// beside the recorder.
+
 // Per thread: operator entries keyed by the address of their schema's name
 // (stable for the operator's life); filled the first time an op is seen.
-OpInfo* op_info(const at::RecordFunction& fn) {
-  thread_local std::unordered_map<const char*, OpInfo> cache;
-  auto [it, inserted] = cache.try_emplace(fn.name());
-  OpInfo& info = it->second;
-  const uint64_t epoch = dispatch_tables_epoch();
-  if (inserted) {
-    info.op = fn.operator_name();
-    if (info.op) {
-      std::string full = info.op->name;
-      if (!info.op->overload_name.empty()) {
-        full += "." + info.op->overload_name;
-      }
-      info.name = intern(full);
-      info.table = shared_table(*info.op, epoch);
-      info.epoch = epoch;
+struct ThreadState {
+  struct Slot {
+    const char* key = nullptr;
+    OpInfo* info = nullptr;
+  };
+  static constexpr size_t kSlots = 128;
+  Slot slots[kSlots];
+  std::unordered_map<const char*, OpInfo> ops;
+  // The RecordFunctions whose start was recorded, innermost last (their
+  // addresses; see the Note above).
+  std::vector<const void*> recorded;
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const noexcept {
+      return std::hash<std::string_view>{}(s);
     }
-  } else if (info.table != nullptr && (info.epoch != epoch || info.table->stale())) {
-    info.table = shared_table(*info.op, epoch);
-    info.epoch = epoch;
-    info.resolutions = {};
+  };
+  std::unordered_map<std::string, uint32_t, NameHash, std::equal_to<>> backward_names;
+};
+
+ThreadState& thread_state() {
+  thread_local ThreadState state;
+  return state;
+}
+
+OpInfo* op_info(ThreadState& ts, const at::RecordFunction& fn) {
+  const char* key = fn.name();
+  const auto bits = reinterpret_cast<uintptr_t>(key);
+  ThreadState::Slot& slot = ts.slots[((bits >> 4) ^ (bits >> 11)) & (ThreadState::kSlots - 1)];
+  OpInfo* info = slot.key == key ? slot.info : nullptr;
+  if (info == nullptr) {
+    auto it = ts.ops.find(key);
+    if (it == ts.ops.end()) {
+      std::optional<c10::OperatorName> op = fn.operator_name();
+      if (!op) {
+        return nullptr;  // not an operator: not cached (see the Note)
+      }
+      it = ts.ops.try_emplace(key).first;
+      OpInfo& fresh = it->second;
+      fresh.op = std::move(op);
+      std::string full = fresh.op->name;
+      if (!fresh.op->overload_name.empty()) {
+        full += "." + fresh.op->overload_name;
+      }
+      fresh.name = intern(full);
+      fresh.epoch = dispatch_tables_epoch();
+      fresh.table = shared_table(*fresh.op, fresh.epoch);
+    }
+    info = &it->second;
+    slot = {key, info};
   }
-  return info.table != nullptr ? &info : nullptr;
+  if (info->table == nullptr) {
+    return nullptr;  // an operator name the dispatcher does not know
+  }
+  const uint64_t epoch = dispatch_tables_epoch();
+  if (info->epoch != epoch || info->table->stale()) {
+    info->table = shared_table(*info->op, epoch);
+    info->epoch = epoch;
+    info->resolutions = {};
+    if (info->table == nullptr) {
+      return nullptr;
+    }
+  }
+  return info;
 }
 
 // Calls fn(tensor) for every tensor argument, tensor lists included.
@@ -95,7 +161,7 @@ void for_each_tensor(c10::ArrayRef<const c10::IValue> inputs, Fn fn) {
   for (const c10::IValue& v : inputs) {
     if (v.isTensor()) {
       fn(v.toTensor());
-    } else if (v.isTensorList()) {
+    } else if (v.isList() && v.isTensorList()) {  // isList is inline, isTensorList is not
       for (const at::Tensor& t : v.toTensorList()) {
         fn(t);
       }
@@ -161,28 +227,36 @@ uint32_t write_shapes(std::vector<int64_t>& pool, c10::ArrayRef<const c10::IValu
   return static_cast<uint32_t>(offset + 1);
 }
 
-uint32_t backward_name(const at::RecordFunction& fn) {
+uint32_t backward_name(ThreadState& ts, const at::RecordFunction& fn) {
   std::string_view name = fn.name();
   constexpr std::string_view prefix = "autograd::engine::evaluate_function: ";
   if (name.substr(0, prefix.size()) == prefix) {
     name.remove_prefix(prefix.size());
   }
-  return intern(name);
+  auto it = ts.backward_names.find(name);
+  if (it == ts.backward_names.end()) {
+    it = ts.backward_names.emplace(std::string(name), intern(name)).first;
+  }
+  return it->second;
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  if (g_empty_callbacks.load(std::memory_order_relaxed)) {
+    return nullptr;
+  }
   if (InternalScope::inside()) {  // Note [The backend's own dispatcher calls]
     return nullptr;
   }
+  ThreadState& ts = thread_state();
   Event e{};
   e.device = e.src = e.dst = kNoDevice;
   e.from_dtype = e.to_dtype = -1;
   e.seq = fn.seqNr();
   if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
     e.kind = static_cast<int8_t>(Kind::Backward);
-    e.name = backward_name(fn);
+    e.name = backward_name(ts, fn);
   } else {
-    OpInfo* info = op_info(fn);
+    OpInfo* info = op_info(ts, fn);
     if (info == nullptr) {
       return nullptr;
     }
@@ -212,17 +286,27 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   }
   e.dur_ns = -1;  // until it ends: still -1 if the trace ends first
   e.start_ns = now_ns();
-  w->open.push_back({w.append(e), fn.handle()});
+  w->open.push_back({w.append(e), reinterpret_cast<uint64_t>(&fn)});
+  ts.recorded.push_back(&fn);
   return nullptr;
 }
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
-  if (InternalScope::inside()) {
+  if (g_empty_callbacks.load(std::memory_order_relaxed)) {
     return;
   }
+  // Only the innermost recorded call can be ending (calls nest); any other
+  // was not recorded (see Note [The op observer's hot path]).
+  ThreadState& ts = thread_state();
+  if (ts.recorded.empty() || ts.recorded.back() != &fn) {
+    return;
+  }
+  ts.recorded.pop_back();
   const int64_t end = now_ns();
   Writer w;
-  if (!w || w->open.empty() || w->open.back().handle != fn.handle()) {
+  // The recording may have ended and another begun since this call started.
+  const auto handle = reinterpret_cast<uint64_t>(&fn);
+  if (!w || w->open.empty() || w->open.back().handle != handle) {
     return;
   }
   const OpenEvent open = w->open.back();
@@ -237,7 +321,6 @@ void add_callback() {
   g_callback = at::addGlobalCallback(
       at::RecordFunctionCallback(&on_start, &on_end)
           .needsInputs(true)
-          .needsIds(true)
           .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
 }
 
@@ -252,6 +335,10 @@ void remove_callback() {
 
 void install_op_observer() {
   set_lifecycle_hooks(&add_callback, &remove_callback);
+}
+
+void set_empty_callbacks(bool empty) {
+  g_empty_callbacks = empty;
 }
 
 void set_source_provider(SourceProvider provider) {

@@ -17,4 +17,8 @@ void install_op_observer();
 using SourceProvider = uint32_t (*)();
 void set_source_provider(SourceProvider provider);
 
+// For benchmarks/bench_trace.py: while set, the callback stays installed but
+// records nothing (the cost of RecordFunction alone, the observer's floor).
+void set_empty_callbacks(bool empty);
+
 }  // namespace openreg::trace

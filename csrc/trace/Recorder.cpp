@@ -14,11 +14,17 @@ std::atomic<bool> g_enabled{false};
 
 namespace {
 
+constexpr size_t kKeptPool = size_t{1} << 20;  // int64s: 8 MiB per thread at most
+
 struct Session {
   uint64_t capacity;
   Options options;
   uint64_t dropped_at_open;
-  std::map<const ThreadBuffer*, size_t> start;  // buffer length when opened
+  struct Start {
+    size_t events;
+    size_t pool;
+  };
+  std::map<const ThreadBuffer*, Start> start;  // buffer lengths when opened
 };
 
 // The recording shared by all open sessions: Note [One recording, many sessions].
@@ -159,7 +165,7 @@ uint64_t open_session(uint64_t capacity, Options options) {
     Session s{capacity, options, r.dropped.load(), {}};
     for (ThreadBuffer* b : r.buffers) {
       std::lock_guard<SpinLock> block(b->lock);
-      s.start[b] = b->events.size();
+      s.start[b] = {b->events.size(), b->pool.size()};
     }
     r.budget = std::max(r.budget.load(), r.used.load() + capacity);
     id = r.next_session++;
@@ -191,9 +197,15 @@ SessionResult close_session(uint64_t id) {
     for (ThreadBuffer* b : r.buffers) {
       std::lock_guard<SpinLock> block(b->lock);
       auto found = s.start.find(b);
-      const size_t first = found == s.start.end() ? 0 : found->second;
-      ThreadEvents t{b->thread, b->os_thread, static_cast<int64_t>(first), {}, b->pool};
-      b->events.copy_to(t.events, first);
+      const Session::Start first = found == s.start.end() ? Session::Start{0, 0} : found->second;
+      ThreadEvents t{b->thread,
+                     b->os_thread,
+                     static_cast<int64_t>(first.events),
+                     {},
+                     static_cast<int64_t>(first.pool),
+                     {}};
+      b->events.copy_to(t.events, first.events);
+      t.pool.assign(b->pool.begin() + static_cast<std::ptrdiff_t>(first.pool), b->pool.end());
       out.threads.push_back(std::move(t));
     }
     r.sessions.erase(it);
@@ -204,7 +216,11 @@ SessionResult close_session(uint64_t id) {
       for (ThreadBuffer* b : r.buffers) {
         std::lock_guard<SpinLock> block(b->lock);
         b->events.clear();
-        b->pool = {};
+        // Keep a modest pool's memory for the next recording (no regrowth).
+        if (b->pool.capacity() > kKeptPool) {
+          b->pool = {};
+        }
+        b->pool.clear();
         b->open.clear();
         b->scopes.clear();
       }

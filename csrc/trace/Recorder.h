@@ -47,8 +47,9 @@ struct Options {
   bool stack = false;
 };
 
-// An open Op or Backward event, matched to its end by the RecordFunction
-// handle. index is -1 when the event was dropped.
+// An open Op or Backward event, matched to its end by the address of its
+// RecordFunction (Note [The op observer's hot path]). index is -1 when the
+// event was dropped.
 struct OpenEvent {
   int32_t index;
   uint64_t handle;
@@ -88,12 +89,14 @@ class Writer {
   ThreadBuffer* buffer_ = nullptr;
 };
 
-// Events of one thread inside a session's window.
+// Events of one thread inside a session's window, and the part of the shapes
+// pool they wrote (Note [A session costs its window]).
 struct ThreadEvents {
   int32_t thread;
   uint64_t os_thread;
   int64_t first;  // buffer index of events[0] (parents are buffer indices)
   std::vector<Event> events;
+  int64_t pool_first;  // pool index of pool[0] (Event::shapes are pool indices + 1)
   std::vector<int64_t> pool;
 };
 
@@ -104,6 +107,12 @@ struct SessionResult {
   Options options;
 };
 
+// Note [A session costs its window]
+// Opening a session notes each buffer's event and pool lengths; closing it
+// copies what was appended since, and nothing older: a one-step trace inside
+// a long recording costs that step, not the recording. (Interned strings are
+// handed over the same way: Python asks only for the ids it has not seen,
+// see interned_strings.)
 uint64_t open_session(uint64_t capacity, Options options);
 SessionResult close_session(uint64_t id);
 

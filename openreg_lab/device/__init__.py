@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from openreg_lab.device._backend_meta import _backend_format, _backend_formats, _set_backend_format
 from openreg_lab.device._devices import (
     _is_in_bad_fork,
     _lazy_init,
@@ -72,8 +73,11 @@ __all__ = [
     "Event",
     "Stream",
     "StreamContext",
+    "_backend_format",
+    "_backend_formats",
     "_is_in_bad_fork",
     "_lazy_init",
+    "_set_backend_format",
     "current_device",
     "current_stream",
     "default_generators",

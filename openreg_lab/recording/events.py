@@ -95,7 +95,9 @@ def merge(raw: dict[str, Any], strings: list[str]) -> tuple[Columns, int]:
         local_parent = ev["parent"].astype(np.int64)
         inside = local_parent >= first
         part["parent"] = np.where(inside, local_parent - first + row_offset, -1)
-        part["shapes"] = np.where(ev["shapes"] > 0, ev["shapes"].astype(np.int64) - 1 + pool_offset, -1)
+        # The buffer hands over its pool from pool_first on (the session's window).
+        shift = pool_offset - 1 - int(t.get("pool_first", 0))
+        part["shapes"] = np.where(ev["shapes"] > 0, ev["shapes"].astype(np.int64) + shift, -1)
         part["thread"] = np.full(n, t["thread"], dtype=np.int32)
         part["order"] = np.arange(n, dtype=np.int64)
         parts.append(part)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import os
 import sysconfig
+import threading
 import time
 import warnings
 from collections.abc import Mapping
@@ -140,6 +141,20 @@ def trace(*, record_shapes: bool = False, stack: bool = False, capacity: int = D
     return Trace(record_shapes=record_shapes, stack=stack, capacity=capacity)
 
 
+_strings: list[str] = []  # every string the recorder interned so far, by id
+_strings_lock = threading.Lock()
+
+
+def _interned_count() -> int:
+    """How many strings are interned now, fetching only those added since the last call.
+
+    Ids only grow, so a trace's strings are the first ``n`` of ``_strings`` whatever is interned later.
+    """
+    with _strings_lock:
+        _strings.extend(_C._trace_strings(len(_strings)))
+        return len(_strings)
+
+
 @functools.cache
 def _skip_prefixes() -> list[str]:
     """Files that are not the user's code, for ``stack=True``: torch and the standard library."""
@@ -173,7 +188,7 @@ class Trace:
         self.capacity = capacity
         self._session: int | None = None
         self._columns = columns
-        self._raw: tuple[dict, list[str]] | None = None
+        self._raw: tuple[dict, int] | None = None  # _C._trace_close's result, strings interned
         self._dropped = dropped
         self._t0 = 0
         self._events: pd.DataFrame | None = None
@@ -196,8 +211,9 @@ class Trace:
             raise RuntimeError("this trace is not recording: __exit__ without a matching __enter__")
         raw = _C._trace_close(self._session)
         self._session = None
-        # Merging into columns waits for the first read (tables are not always wanted).
-        self._raw = (raw, _C._trace_strings())
+        # Merging into columns waits for the first read (tables are not always wanted); the
+        # strings are a prefix of the interned ones, copied then (Note [A session costs its window]).
+        self._raw = (raw, _interned_count())
         recorded = sum(len(t["events"]) for t in raw["threads"]) // _events.EVENT_DTYPE.itemsize
         self._dropped = int(raw["dropped"]) + max(0, recorded - self.capacity)
         if self._dropped:
@@ -254,7 +270,8 @@ class Trace:
     def columns(self) -> Columns:
         """The raw columns (numpy arrays); most users want ``events``."""
         if self._columns is None and self._raw is not None:
-            self._columns, _ = _events.merge(*self._raw)
+            raw, n_strings = self._raw
+            self._columns, _ = _events.merge(raw, _strings[:n_strings])
             self._raw = None
         if self._columns is None:
             raise RuntimeError(

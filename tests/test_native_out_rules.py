@@ -1,4 +1,5 @@
-"""Bugs PyTorch's device-generic test suites found in openreg's native kernels (issue 13, item 2).
+"""The `out=` rules of the native kernels match CPU's: dtype, device, overlap (found by PyTorch's
+device-generic suites, issue 13).
 
 Each case runs on CPU and on openreg: the same error, or the same values.
 """
