@@ -117,10 +117,18 @@ C10_ALWAYS_INLINE void blocks(const in_t* p, int64_t n, const F& f, acc_t* out) 
   }
 }
 
-// Block sums s[0, nb) added as a binary tree.
+// Block sums s[0, nb) added as a binary tree, the left half holding
+// floor(nb / 2) of them. Overwrites s.
 template <typename acc_t>
-acc_t tree(const acc_t* s, int64_t nb) {
-  if (nb == 1) {
+acc_t tree(acc_t* s, int64_t nb) {
+  if ((nb & (nb - 1)) == 0) {
+    // A power of two: the same tree, level by level (s[i] = s[2i] + s[2i+1]),
+    // without a call per node.
+    for (int64_t m = nb; m > 1; m /= 2) {
+      for (int64_t i = 0; i < m / 2; ++i) {
+        s[i] = s[2 * i] + s[2 * i + 1];
+      }
+    }
     return s[0];
   }
   const int64_t half = nb / 2;
