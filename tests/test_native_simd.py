@@ -199,8 +199,9 @@ BINARY: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
 
 
 def _columns(t: torch.Tensor) -> torch.Tensor:
-    """The first 7 * (n // 7) elements as the transpose of a (7, n // 7) matrix."""
-    return t[: (len(t) // 7) * 7].view(7, -1).t()
+    """The first r * (n // r) elements as the transpose of an (r, n // r) matrix, r = 7 or 1."""
+    rows = 7 if len(t) >= 7 else 1
+    return t[: (len(t) // rows) * rows].view(rows, -1).t()
 
 
 # Views of a (n,) pair: contiguous, strided, transposed (2-d), broadcast, and self-aliased.
@@ -229,8 +230,6 @@ def _inputs(n: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
 def test_vectorised_elementwise_matches_cpu(op: str, n: int, dtype: torch.dtype, layout: str) -> None:
     fn = BINARY[op]
     a, b = LAYOUTS[layout](*_inputs(n, dtype))
-    if a.numel() == 0:
-        pytest.skip("empty view")
     ad, bd = LAYOUTS[layout](*(t.openreg() for t in _inputs(n, dtype)))
     got = _same_on_1_and_2_threads(lambda: fn(ad, bd))
     expected = fn(a, b)
