@@ -1,6 +1,7 @@
 """Native and fallback ops on openreg against the same op on CPU, side by side in one run.
 
     .venv/bin/python benchmarks/bench_ops.py
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_ops.py  # another checkout than the installed one
 
 For a fallback op the table also splits its time: the copies to the host and back, measured on
 their own, as a share of the whole call.
@@ -95,7 +96,9 @@ def fallback_rows() -> list[list[str]]:
 
 def main() -> None:
     threads = torch.get_num_threads()
-    print(f"torch {torch.__version__}, {threads} threads, openreg_lab {openreg_lab.__version__}")
+    # Which build is measured: the installed (editable) package, unless PYTHONPATH names a checkout.
+    where = Path(openreg_lab.__file__).parent
+    print(f"torch {torch.__version__}, {threads} threads, openreg_lab {openreg_lab.__version__} ({where})")
     print(
         "\nOps with an openreg kernel (or the fallback where noted) vs CPU, on 1 and 2 threads; "
         "small = 64 elements, large = 1Mi elements (mm: 8x8 and 1024x1024; softmax and "
