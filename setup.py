@@ -4,6 +4,10 @@ Build against the installed torch without build isolation:
     pip install --no-build-isolation -e .
 Set OPENREG_SANITIZE=1 to build with AddressSanitizer and UBSan, OPENREG_PCH=0 to build without
 the precompiled header (csrc/Precompiled.h).
+
+The kernels are compiled with OpenMP and linked against the OpenMP runtime torch ships
+(torch/lib/libgomp.so.1), so that at::parallel_for splits them over the threads torch uses
+(torch.set_num_threads) and the process holds one OpenMP runtime: see _openmp_flags.
 """
 
 import glob
@@ -45,6 +49,9 @@ def _flags() -> tuple[list[str], list[str]]:
     # Kineto's plugin headers (csrc/trace/KinetoProfiler.cpp) include each other by bare name.
     cflags += ["-isystem", os.path.join(cpp_extension.include_paths()[0], "kineto")]
     ldflags: list[str] = []
+    omp_cflags, omp_ldflags = _openmp_flags()
+    cflags += omp_cflags
+    ldflags += omp_ldflags
     if os.environ.get("OPENREG_SANITIZE") == "1":
         san = [
             "-fsanitize=address,undefined",
@@ -56,6 +63,24 @@ def _flags() -> tuple[list[str], list[str]]:
         cflags += san
         ldflags += ["-fsanitize=address,undefined"]
     return cflags, ldflags
+
+
+def _openmp_flags() -> tuple[list[str], list[str]]:
+    """Compile with OpenMP; link against torch's own libgomp, never the compiler's.
+
+    at::parallel_for is inline in ATen's headers (ATen/Parallel-inl.h, ATen/ParallelOpenMP.h):
+    it runs in parallel only in objects compiled with -fopenmp, and serially otherwise. Linking
+    with -fopenmp would add the system libgomp; two OpenMP runtimes in one process have two
+    thread pools that oversubscribe the cores and ignore each other's settings. So -fopenmp is a
+    compile flag only, and the link names torch/lib/libgomp.so.1, which `import torch` has
+    already loaded (the dynamic loader reuses it by its soname; the rpath makes `ldd` agree).
+    tests/test_openmp.py checks that one runtime is mapped and that the threads are used.
+    """
+    gomp = os.path.join(cpp_extension.TORCH_LIB_PATH, "libgomp.so.1")
+    if not (torch.backends.openmp.is_available() and os.path.exists(gomp)):
+        print(f"warning: torch has no {gomp}; native kernels run on one thread", file=sys.stderr)
+        return [], []
+    return ["-fopenmp"], [gomp, f"-Wl,-rpath,{cpp_extension.TORCH_LIB_PATH}"]
 
 
 def _precompile_header(cflags: list[str], post_cflags: list[str], build_dir: str) -> list[str]:

@@ -48,7 +48,7 @@ Tensor run_backward(const Tensor& grad_output, const Tensor& x, const Tensor& gr
 void relu_kernel(const Loop& loop, ScalarType dtype) {
   loops::dispatch_numeric(dtype, [&](auto tag) {
     using T = OPENREG_TYPE_OF(tag);
-    loop.run<T, T>([](T x) { return x < T(0) ? T(0) : x; });
+    loop.run_vec<T, T>([](T x) OPENREG_INLINE_LAMBDA { return x < T(0) ? T(0) : x; });
   });
 }
 
@@ -93,7 +93,7 @@ Tensor threshold_backward_run(const Tensor& grad_output, const Tensor& self,
     loops::dispatch_numeric(dtype, [&](auto tag) {
       using T = OPENREG_TYPE_OF(tag);
       const T th = loops::scalar_to<T>(threshold, dtype);
-      loop.run<T, T, T>([th](T g, T x) { return x <= th ? T(0) : g; });
+      loop.run_vec<T, T, T>([th](T g, T x) OPENREG_INLINE_LAMBDA { return x <= th ? T(0) : g; });
     });
   });
 }

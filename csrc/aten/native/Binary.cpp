@@ -118,11 +118,13 @@ void add_kernel(const Loop& loop, const ScalarArg* other, ScalarType dtype, cons
     using acc = loops::opmath_t<T>;
     const acc a = static_cast<acc>(loops::scalar_to<T>(alpha, dtype));
     if (other == nullptr) {
-      loop.run<T, T, T>(
-          [a](T x, T y) { return static_cast<T>(static_cast<acc>(x) + a * static_cast<acc>(y)); });
+      loop.run_vec<T, T, T>([a](T x, T y) OPENREG_INLINE_LAMBDA {
+        return static_cast<T>(static_cast<acc>(x) + a * static_cast<acc>(y));
+      });
     } else {
       const acc s = a * static_cast<acc>(other->to<T>());
-      loop.run<T, T>([s](T x) { return static_cast<T>(static_cast<acc>(x) + s); });
+      loop.run_vec<T, T>(
+          [s](T x) OPENREG_INLINE_LAMBDA { return static_cast<T>(static_cast<acc>(x) + s); });
     }
   });
 }
@@ -141,11 +143,13 @@ void mul_kernel(const Loop& loop, const ScalarArg* other, ScalarType dtype) {
     using T = OPENREG_TYPE_OF(tag);
     using acc = loops::opmath_t<T>;
     if (other == nullptr) {
-      loop.run<T, T, T>(
-          [](T x, T y) { return static_cast<T>(static_cast<acc>(x) * static_cast<acc>(y)); });
+      loop.run_vec<T, T, T>([](T x, T y) OPENREG_INLINE_LAMBDA {
+        return static_cast<T>(static_cast<acc>(x) * static_cast<acc>(y));
+      });
     } else {
       const acc s = other->to<acc>();
-      loop.run<T, T>([s](T x) { return static_cast<T>(static_cast<acc>(x) * s); });
+      loop.run_vec<T, T>(
+          [s](T x) OPENREG_INLINE_LAMBDA { return static_cast<T>(static_cast<acc>(x) * s); });
     }
   });
 }
@@ -210,11 +214,13 @@ void div_kernel(const Loop& loop, const ScalarArg* other, ScalarType dtype, Roun
     using acc = loops::opmath_t<T>;
     if (rounding == Rounding::None) {
       if (other == nullptr) {
-        loop.run<T, T, T>(
-            [](T x, T y) { return static_cast<T>(static_cast<acc>(x) / static_cast<acc>(y)); });
+        loop.run_vec<T, T, T>([](T x, T y) OPENREG_INLINE_LAMBDA {
+          return static_cast<T>(static_cast<acc>(x) / static_cast<acc>(y));
+        });
       } else {
         const acc s = other->to<acc>();
-        loop.run<T, T>([s](T x) { return static_cast<T>(static_cast<acc>(x) / s); });
+        loop.run_vec<T, T>(
+            [s](T x) OPENREG_INLINE_LAMBDA { return static_cast<T>(static_cast<acc>(x) / s); });
       }
     } else if (other == nullptr) {
       // Between two tensors, ATen's CPU kernel works in T itself: the

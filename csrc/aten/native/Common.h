@@ -98,7 +98,11 @@ inline int64_t grain_rows(int64_t row_len) {
 // under -std=c++20: the x86-64-v3 and v4 clones may therefore differ from
 // the baseline one in the last bit, and the tests compare with tolerances.
 // Loops in the clones must be plain arithmetic to vectorise: branch-free
-// inline helpers, and functors marked OPENREG_INLINE_LAMBDA.
+// inline helpers, and functors marked OPENREG_INLINE_LAMBDA. The float rows
+// of the plain arithmetic kernels are cloned too (Loop::run_vec in Loops.h),
+// and so are the block sums of float reductions (Note [Deterministic vector
+// sums] in PairwiseSum.h, where no product can be contracted: every clone
+// gives the same bits).
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define OPENREG_SIMD_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))

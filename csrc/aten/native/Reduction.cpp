@@ -30,6 +30,7 @@
 // whole.
 
 #include "aten/native/Common.h"
+#include "aten/native/PairwiseSum.h"
 
 #include "aten/Fallback.h"
 #include "aten/Registration.h"
@@ -73,10 +74,11 @@ using Shape = c10::SmallVector<int64_t, 6>;
 
 constexpr int64_t kRowChunk = 65536;  // piece of one long row reduced by one task
 constexpr int64_t kCols = 128;        // columns reduced together in column mode
-// Independent accumulators in a row loop: 128 bytes of them, i.e. eight SSE
-// registers, enough to hide the latency of the adds or compares.
-template <typename T>
-constexpr int kLanesOf = static_cast<int>(128 / sizeof(T));
+// Independent accumulators in a row loop (kLanesOf, PairwiseSum.h): 128 bytes
+// of them, i.e. eight SSE registers, enough to hide the latency of the adds or
+// compares.
+using native::kLanesOf;
+using native::pairwise_sum;
 
 // --- dtypes -------------------------------------------------------------------
 //
@@ -408,43 +410,6 @@ T reduce_long_row(int64_t n, const Part& part, const Combine& combine) {
 
 // --- sum and mean -----------------------------------------------------------------
 
-// Sum of f(p[i]) over a contiguous row: kLanes independent sums within blocks
-// of 8 * kLanes elements, blocks added as a binary tree, so the rounding error
-// grows with log(n).
-template <typename acc_t, typename in_t, typename F>
-acc_t pairwise_sum(const in_t* p, int64_t n, const F& f) {
-  constexpr int kLanes = kLanesOf<acc_t>;
-  constexpr int64_t kPairwiseBlock = 8 * kLanes;
-  if (n < kLanes) {  // short rows: one plain pass
-    acc_t s = acc_t(0);
-    for (int64_t i = 0; i < n; ++i) {
-      s += f(p[i]);
-    }
-    return s;
-  }
-  if (n <= kPairwiseBlock) {
-    acc_t lane[kLanes] = {};
-    int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) {
-      for (int j = 0; j < kLanes; ++j) {
-        lane[j] += f(p[i + j]);
-      }
-    }
-    for (; i < n; ++i) {
-      lane[0] += f(p[i]);
-    }
-    for (int w = kLanes / 2; w > 0; w /= 2) {
-      for (int j = 0; j < w; ++j) {
-        lane[j] += lane[j + w];
-      }
-    }
-    return lane[0];
-  }
-  const int64_t blocks = (n + kPairwiseBlock - 1) / kPairwiseBlock;
-  const int64_t half = (blocks / 2) * kPairwiseBlock;
-  return pairwise_sum<acc_t>(p, half, f) + pairwise_sum<acc_t>(p + half, n - half, f);
-}
-
 // Column sums out[k] = sum over r of f(p[r * stride + k]), k < n <= kCols.
 // Rows are added four at a time, and partial sums cascade through levels of
 // kFan such groups each (CPU's cascade sum), so the rounding error grows with
@@ -506,14 +471,23 @@ void sum_kernel(const Plan& p, out_t* out, bool mean) {
     }
     return static_cast<out_t>(s);
   };
+  // Float and double rows take the vectorised row sum: the same bits
+  // (Note [Deterministic vector sums] in PairwiseSum.h).
+  const auto row_sum = [&](const in_t* q, int64_t n) -> acc_t {
+    if constexpr (std::is_same_v<in_t, acc_t> && std::is_floating_point_v<acc_t>) {
+      return native::sum_row(q, n);
+    } else {
+      return pairwise_sum<acc_t>(q, n, f);
+    }
+  };
   if (p.long_row()) {
     out[0] = finish(reduce_long_row<acc_t>(
-        p.R, [&](int64_t b, int64_t e) { return pairwise_sum<acc_t>(in + b, e - b, f); },
+        p.R, [&](int64_t b, int64_t e) { return row_sum(in + b, e - b); },
         [](acc_t x, acc_t y) { return x + y; }));
     return;
   }
   for_each_output(
-      p, [&](int64_t o, int64_t off) { out[o] = finish(pairwise_sum<acc_t>(in + off, p.R, f)); },
+      p, [&](int64_t o, int64_t off) { out[o] = finish(row_sum(in + off, p.R)); },
       [&](int64_t o, int64_t off, int64_t n) {
         acc_t s[kCols];
         column_sum<acc_t>(in + off, p.R, p.sR, n, f, s);

@@ -291,15 +291,17 @@ class Scratch {
 
 // --- forward ---------------------------------------------------------------
 
-// out[j] = exp(x[j] - shift) for j in [0, n), kLanes at a time, the last
-// block padded so that the tail is vectorized too. out may be x.
+// out[j] = exp(x[j] - shift) for j in [0, n), the last n % kLanes padded to
+// kLanes so that the tail is vectorized too. out may be x. The body is one
+// plain loop, which GCC vectorizes as a loop, with vexp's constants
+// broadcast once before it; written kLanes at a time, it was vectorized
+// block by block, broadcasting every constant again for each block.
 C10_ALWAYS_INLINE void exp_shifted(const float* x, float shift, float* out, int64_t n) {
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    for (int64_t k = 0; k < kLanes; ++k) {
-      out[j + k] = vexp(x[j + k] - shift);
-    }
+  const int64_t body = n - n % kLanes;
+  for (int64_t i = 0; i < body; ++i) {
+    out[i] = vexp(x[i] - shift);
   }
+  const int64_t j = body;
   if (j < n) {
     float tail[kLanes] = {};
     std::memcpy(tail, x + j, (n - j) * sizeof(float));
