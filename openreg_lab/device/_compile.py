@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 #: The names Inductor reads from a PrivateUse1 device module.
 INDUCTOR_HOOKS = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen")
 
+#: The torch.compile backends that run on openreg, named by the error for the one that does not.
 WORKING_BACKENDS = ("eager", "aot_eager")
 
 
@@ -28,11 +29,12 @@ class InductorUnsupportedError(RuntimeError):
 
 
 def _refuse() -> NoReturn:
+    working = " or ".join(f"backend={name!r}" for name in WORKING_BACKENDS)
     raise InductorUnsupportedError(
         "torch.compile's default backend, Inductor, cannot generate code for openreg tensors: it "
-        "has no code generator for this device. Compile with backend='eager' or "
-        "backend='aot_eager' (e.g. torch.compile(model, backend='aot_eager')), which capture the "
-        "graph and run it through openreg's kernels, or move the model to the CPU to use Inductor."
+        f"has no code generator for this device. Compile with {working} (e.g. torch.compile(model, "
+        f"backend={WORKING_BACKENDS[-1]!r})), which capture the graph and run it through openreg's "
+        "kernels, or move the model to the CPU to use Inductor."
     )
 
 
