@@ -4,15 +4,14 @@
 #include "trace/DispatchPath.h"
 #include "trace/Hooks.h"
 #include "trace/Intern.h"
+#include "trace/OpLookup.h"
 #include "trace/Recorder.h"
 
 #include <ATen/record_function.h>
-#include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <algorithm>
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string_view>
 #include <unordered_map>
@@ -26,38 +25,6 @@ at::CallbackHandle g_callback = 0;
 std::atomic<bool> g_empty_callbacks{false};  // for benchmarks: set_empty_callbacks
 std::atomic<bool> g_no_observer{false};      // for benchmarks: set_no_op_observer
 
-// The dispatch tables read so far, shared by all threads; a table is replaced
-// when stale (Note [Stale dispatch tables]). Replaced tables are kept, as
-// other threads may still hold them: they are few and small.
-const OperatorTable* shared_table(const c10::OperatorName& name, uint64_t epoch) {
-  struct Entry {
-    std::unique_ptr<OperatorTable> table;
-    uint64_t epoch = 0;
-  };
-  static std::mutex mutex;
-  static auto* tables = new std::unordered_map<c10::OperatorName, Entry>();
-  static auto* replaced = new std::vector<std::unique_ptr<OperatorTable>>();
-  std::lock_guard<std::mutex> lock(mutex);
-  auto [it, inserted] = tables->try_emplace(name);
-  Entry& e = it->second;
-  if (inserted || e.epoch != epoch || (e.table && e.table->stale())) {
-    if (e.table) {
-      replaced->push_back(std::move(e.table));
-    }
-    e.table = OperatorTable::read(name);
-    e.epoch = epoch;
-  }
-  return e.table.get();
-}
-
-struct OpInfo {
-  uint32_t name = 0;
-  const OperatorTable* table = nullptr;  // null: not an operator
-  uint64_t epoch = 0;
-  std::optional<c10::OperatorName> op;
-  ResolutionCache resolutions;  // this thread's, see DispatchPath.h
-};
-
 // Note [Recorder time is not op time]
 // The first time a thread meets an operator the recorder reads its dispatch
 // table. That time stays inside the enclosing ops' durations: taking it out of
@@ -67,8 +34,8 @@ struct OpInfo {
 
 // Note [The op observer's hot path]
 // The observer runs for every operator call of every thread while a trace is
-// open, so its steady state is kept to one thread-local lookup, a few loads
-// and the 64-byte append:
+// open, so its steady state is kept to two thread-local lookups (this file's
+// and the operator table's, OpLookup.h), a few loads and the 64-byte append:
 // - RecordFunction gives each call a globally unique id only when asked
 //   (needsIds: an atomic increment per call, recorded or not); the observer
 //   does not ask. A start and its end see the same RecordFunction object, and
@@ -85,19 +52,13 @@ struct OpInfo {
 //   lock at every node (Intern.h).
 // What remains is RecordFunction's own cost: it exists for every call once
 // any global callback is installed, and with needsInputs it boxes every
-// argument. benchmarks/bench_trace.py measures that floor (an empty callback)
-// beside the recorder.
+// argument (boxing a tensor that only Python holds takes the GIL twice, to
+// keep and release its Python object). benchmarks/bench_trace.py measures
+// that floor (an empty callback) beside the recorder. trace(ops="kernels")
+// avoids it by installing no callback (Note [Op events from openreg's kernels]).
 
-// Per thread: operator entries keyed by the address of their schema's name
-// (stable for the operator's life); filled the first time an op is seen.
+// Per thread: which calls were recorded, and the backward names interned.
 struct ThreadState {
-  struct Slot {
-    const char* key = nullptr;
-    OpInfo* info = nullptr;
-  };
-  static constexpr size_t kSlots = 128;
-  Slot slots[kSlots];
-  std::unordered_map<const char*, OpInfo> ops;
   // The RecordFunctions whose start was recorded, innermost last (their
   // addresses; see the Note above).
   std::vector<const void*> recorded;
@@ -115,45 +76,10 @@ ThreadState& thread_state() {
   return state;
 }
 
-OpInfo* op_info(ThreadState& ts, const at::RecordFunction& fn) {
-  const char* key = fn.name();
-  const auto bits = reinterpret_cast<uintptr_t>(key);
-  ThreadState::Slot& slot = ts.slots[((bits >> 4) ^ (bits >> 11)) & (ThreadState::kSlots - 1)];
-  OpInfo* info = slot.key == key ? slot.info : nullptr;
-  if (info == nullptr) {
-    auto it = ts.ops.find(key);
-    if (it == ts.ops.end()) {
-      std::optional<c10::OperatorName> op = fn.operator_name();
-      if (!op) {
-        return nullptr;  // not an operator: not cached (see the Note)
-      }
-      it = ts.ops.try_emplace(key).first;
-      OpInfo& fresh = it->second;
-      fresh.op = std::move(op);
-      std::string full = fresh.op->name;
-      if (!fresh.op->overload_name.empty()) {
-        full += "." + fresh.op->overload_name;
-      }
-      fresh.name = intern(full);
-      fresh.epoch = dispatch_tables_epoch();
-      fresh.table = shared_table(*fresh.op, fresh.epoch);
-    }
-    info = &it->second;
-    slot = {key, info};
-  }
-  if (info->table == nullptr) {
-    return nullptr;  // an operator name the dispatcher does not know
-  }
-  const uint64_t epoch = dispatch_tables_epoch();
-  if (info->epoch != epoch || info->table->stale()) {
-    info->table = shared_table(*info->op, epoch);
-    info->epoch = epoch;
-    info->resolutions = {};
-    if (info->table == nullptr) {
-      return nullptr;
-    }
-  }
-  return info;
+OpInfo* op_info(const at::RecordFunction& fn) {
+  // Names that are not operators (user scopes, the autograd engine's
+  // "evaluate_function: ...") are fresh heap strings: find_op does not cache them.
+  return find_op(fn.name(), [&] { return fn.operator_name(); });
 }
 
 // Calls fn(tensor) for every tensor argument, tensor lists included.
@@ -168,10 +94,6 @@ void for_each_tensor(c10::ArrayRef<const c10::IValue> inputs, Fn fn) {
       }
     }
   }
-}
-
-bool is_openreg(const at::Tensor& t) {
-  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
 }
 
 // The key set the dispatcher computed for this call (Note [Reading the
@@ -200,31 +122,14 @@ c10::DispatchKeySet openreg_keys(c10::ArrayRef<const c10::IValue> inputs, int8_t
   if (*device == kNoDevice) {
     return {};
   }
-  const c10::impl::LocalDispatchKeySet tls = c10::impl::tls_local_dispatch_key_set();
-  return (keys | tls.included_) - tls.excluded_;
+  return with_thread_keys(keys);
 }
 
 // Shapes and dtypes of the tensor arguments, appended to the thread's pool as
 // [count, (dtype, ndim, sizes...) per tensor]; returns 1 + the offset.
 uint32_t write_shapes(std::vector<int64_t>& pool, c10::ArrayRef<const c10::IValue> inputs) {
-  const size_t offset = pool.size();
-  pool.push_back(0);
-  for_each_tensor(inputs, [&](const at::Tensor& t) {
-    ++pool[offset];
-    if (!t.defined()) {
-      pool.push_back(-1);
-      pool.push_back(0);
-      return;
-    }
-    pool.push_back(static_cast<int64_t>(t.scalar_type()));
-    pool.push_back(t.dim());
-    // A nested or symbolic tensor has no single size per dimension (sizes()
-    // throws): each is recorded as -1, and the op event is kept.
-    const bool plain = !t.is_nested() && !t.unsafeGetTensorImpl()->has_symbolic_sizes_strides();
-    for (int64_t d = 0; d < t.dim(); ++d) {
-      pool.push_back(plain ? t.sizes()[d] : -1);
-    }
-  });
+  const size_t offset = begin_shapes(pool);
+  for_each_tensor(inputs, [&](const at::Tensor& t) { append_shape(pool, offset, t); });
   return static_cast<uint32_t>(offset + 1);
 }
 
@@ -257,7 +162,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     e.kind = static_cast<int8_t>(Kind::Backward);
     e.name = backward_name(ts, fn);
   } else {
-    OpInfo* info = op_info(ts, fn);
+    OpInfo* info = op_info(fn);
     if (info == nullptr) {
       return nullptr;
     }
@@ -351,6 +256,14 @@ void set_no_op_observer(bool off) {
 
 void set_source_provider(SourceProvider provider) {
   g_source.store(provider);
+}
+
+bool op_observer_installed() {
+  return g_callback != 0;
+}
+
+SourceProvider source_provider() {
+  return g_source.load(std::memory_order_relaxed);
 }
 
 }  // namespace openreg::trace

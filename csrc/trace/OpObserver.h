@@ -16,6 +16,11 @@ void install_op_observer();
 // unknown). The Python bindings provide it: the recorder knows no Python.
 using SourceProvider = uint32_t (*)();
 void set_source_provider(SourceProvider provider);
+SourceProvider source_provider();
+
+// Whether the RecordFunction callback is installed now (for tests: a trace
+// with ops="kernels" alone must not install it).
+bool op_observer_installed();
 
 // For benchmarks/bench_trace.py: while set, the callback stays installed but
 // records nothing (the cost of RecordFunction alone, the observer's floor).
