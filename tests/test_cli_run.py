@@ -82,6 +82,23 @@ def test_a_script_that_raises_keeps_its_exit_code_and_partial_trace(script, tmp_
     assert dict(zip(fb["name"], fb["calls"], strict=True)) == {"aten::triu.out": 3, "aten::cumsum.out": 1}
 
 
+def test_ops_kernels_finds_the_same_fallbacks_without_composites_or_backward(script, tmp_path):
+    p = openreg_lab("run", "--ops", "kernels", "--stack", "--trace", "k.trace", script, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    rows = table_rows(p.stderr, "top fallbacks")
+    assert sorted((r[0], r[1], r[-1]) for r in rows) == [
+        ("aten::cumsum.out", "1", "falls_back.py:9"),
+        ("aten::triu.out", "3", "falls_back.py:8"),
+    ]
+    t = lab.load_trace(tmp_path / "k.trace")
+    assert t.ops == "kernels"
+    ops = t.events[t.events["kind"] == "op"]
+    assert "composite" not in set(ops["kernel"])  # aten::triu and aten::cumsum are composites
+    assert ops["name"].tolist().count("aten::triu.out") == 3
+    bad = openreg_lab("run", "--ops", "some", script, cwd=tmp_path)
+    assert bad.returncode == 2 and "invalid choice: 'some'" in bad.stderr
+
+
 def test_a_module_runs_like_python_dash_m_and_its_sys_exit_code_is_kept(script, tmp_path):
     p = openreg_lab("run", "--trace", "m.trace", "-m", "falls_back", "exit", "3", cwd=script.parent)
     assert p.returncode == 3, p.stderr

@@ -27,6 +27,7 @@
 #include "runtime/Device.h"
 #include "runtime/Generator.h"
 #include "trace/Hooks.h"
+#include "trace/KernelEvents.h"
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -493,14 +494,17 @@ class Fallback {
 }  // namespace
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  if (profile_covers(op.operator_name())) {  // Note [Profiles]
+  trace::BoxedKernelScope traced(op, *stack);  // Note [Op events from openreg's kernels]
+  if (profile_covers(op.operator_name())) {    // Note [Profiles]
     generic_native(op, stack);
     return;
   }
-  run_cpu_fallback(op, stack);
+  count_fallback();
+  Fallback(op, stack).run();
 }
 
 void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  trace::BoxedKernelScope traced(op, *stack);
   count_fallback();
   Fallback(op, stack).run();
 }

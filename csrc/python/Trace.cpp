@@ -125,14 +125,16 @@ void bind_trace(py::module_& m) {
 
   m.def(
       "_trace_open",
-      [](uint64_t capacity, bool record_shapes, bool stack, std::vector<std::string> skip) {
+      [](uint64_t capacity, bool record_shapes, bool stack, std::vector<std::string> skip,
+         bool kernel_ops) {
         g_skip_prefixes = std::move(skip);
         g_skip_code.clear();  // code objects may have been freed and reused
         g_lines.clear();
         py::gil_scoped_release no_gil;  // see python_source()
-        return trace::open_session(capacity, {record_shapes, stack});
+        return trace::open_session(capacity, {record_shapes, stack, kernel_ops});
       },
-      py::arg("capacity"), py::arg("record_shapes"), py::arg("stack"), py::arg("skip_prefixes"));
+      py::arg("capacity"), py::arg("record_shapes"), py::arg("stack"), py::arg("skip_prefixes"),
+      py::arg("kernel_ops") = false);
   m.def("_trace_close", &close, py::arg("id"));
   m.def("_trace_enabled", &trace::enabled);
   m.def("_trace_strings", &trace::interned_strings, py::arg("first") = 0);
@@ -146,6 +148,7 @@ void bind_trace(py::module_& m) {
   m.def("_trace_mark", [](const std::string& name) { trace::record_mark(name); }, py::arg("name"));
   m.def("_trace_bench_empty_callbacks", &trace::set_empty_callbacks, py::arg("empty"));
   m.def("_trace_bench_no_op_observer", &trace::set_no_op_observer, py::arg("off"));
+  m.def("_trace_op_observer_installed", &trace::op_observer_installed);
   m.def("_trace_event_size", [] { return sizeof(trace::Event); });
   // For benchmarks/bench_trace.py: records `n` alloc events through the same
   // hook the allocator uses (with no allocation), returns the nanoseconds taken.

@@ -11,6 +11,7 @@
 namespace openreg::trace {
 
 std::atomic<bool> g_enabled{false};
+std::atomic<bool> g_kernel_events{false};
 
 namespace {
 
@@ -37,6 +38,9 @@ struct Recording {
   // The union of the open sessions' options, read by writers without the lock.
   std::atomic<bool> record_shapes{false};
   std::atomic<bool> stack{false};
+  bool kernel_ops = false;             // every open session asked for kernel_ops
+  std::mutex observer_mutex;           // orders the hook calls below (sync_observer)
+  bool observer_on = false;            // on_start called last (guarded by observer_mutex)
   std::vector<ThreadBuffer*> buffers;  // of the threads in this recording
   // Every buffer ever made, one per thread that recorded; never freed, so a
   // thread's raw pointer to its own stays valid (an exited thread's buffer is
@@ -85,12 +89,48 @@ ThreadBuffer* register_thread(Recording& r, uint64_t generation) {
 
 void merge_options(Recording& r) {
   Options o;
+  bool all_ops = false;
   for (const auto& [id, s] : r.sessions) {
     o.record_shapes |= s.options.record_shapes;
     o.stack |= s.options.stack;
+    all_ops |= !s.options.kernel_ops;
   }
   r.record_shapes = o.record_shapes;
   r.stack = o.stack;
+  r.kernel_ops = !r.sessions.empty() && !all_ops;
+}
+
+// Brings the op observer and the kernels' op events in line with the open
+// sessions. Called after each open and close, outside the recording's lock;
+// observer_mutex keeps two threads' calls in order, and each call reads the
+// latest state, so the last one wins. While the source changes, ops are
+// briefly recorded by neither, never by both.
+void sync_observer(Recording& r) {
+  std::lock_guard<std::mutex> hooks(r.observer_mutex);
+  bool want_observer = false;
+  bool want_kernels = false;
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    want_kernels = r.kernel_ops;
+    want_observer = !r.sessions.empty() && !r.kernel_ops;
+  }
+  if (!want_kernels) {
+    g_kernel_events.store(false);
+  }
+  if (want_observer && !r.observer_on) {
+    if (r.on_start != nullptr) {
+      r.on_start();
+    }
+    r.observer_on = true;
+  } else if (!want_observer && r.observer_on) {
+    if (r.on_stop != nullptr) {
+      r.on_stop();
+    }
+    r.observer_on = false;
+  }
+  if (want_kernels) {
+    g_kernel_events.store(true);
+  }
 }
 
 }  // namespace
@@ -152,7 +192,6 @@ void set_lifecycle_hooks(void (*on_start)(), void (*on_stop)()) {
 uint64_t open_session(uint64_t capacity, Options options) {
   TORCH_CHECK_VALUE(capacity > 0, "trace capacity must be a positive number of events, got 0");
   Recording& r = recording();
-  void (*start_hook)() = nullptr;
   uint64_t id = 0;
   {
     std::lock_guard<std::mutex> lock(r.mutex);
@@ -173,19 +212,15 @@ uint64_t open_session(uint64_t capacity, Options options) {
     merge_options(r);
     if (first) {
       g_enabled.store(true);
-      start_hook = r.on_start;
     }
   }
-  if (start_hook != nullptr) {
-    start_hook();
-  }
+  sync_observer(r);
   return id;
 }
 
 SessionResult close_session(uint64_t id) {
   Recording& r = recording();
   SessionResult out;
-  void (*stop_hook)() = nullptr;
   {
     std::lock_guard<std::mutex> lock(r.mutex);
     auto it = r.sessions.find(id);
@@ -225,12 +260,9 @@ SessionResult close_session(uint64_t id) {
         b->scopes.clear();
       }
       r.buffers.clear();
-      stop_hook = r.on_stop;
     }
   }
-  if (stop_hook != nullptr) {
-    stop_hook();
-  }
+  sync_observer(r);
   return out;
 }
 

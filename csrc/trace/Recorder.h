@@ -45,7 +45,19 @@ inline bool enabled() noexcept {
 struct Options {
   bool record_shapes = false;
   bool stack = false;
+  // Op events from openreg's own kernels instead of RecordFunction
+  // (Note [Op events from openreg's kernels]); a recording takes them from
+  // RecordFunction while any open session wants every op.
+  bool kernel_ops = false;
 };
+
+// True while a recording is on and takes its op events from openreg's
+// kernels (KernelEvents.h): one relaxed load for each kernel call.
+extern std::atomic<bool> g_kernel_events;
+
+inline bool kernel_events() noexcept {
+  return g_kernel_events.load(std::memory_order_relaxed);
+}
 
 // An open Op or Backward event, matched to its end by the address of its
 // RecordFunction (Note [The op observer's hot path]). index is -1 when the
@@ -120,8 +132,9 @@ SessionResult close_session(uint64_t id);
 // session is open): one relaxed load, cheap enough for a progress display.
 uint64_t events_so_far() noexcept;
 
-// Called when the first session opens / the last one closes (OpObserver.cpp
-// adds and removes its RecordFunction callback here).
+// Called when the open sessions start / stop wanting every op call from
+// RecordFunction: the first session that does not ask for kernel_ops opens,
+// or the last one closes (OpObserver.cpp adds and removes its callback here).
 void set_lifecycle_hooks(void (*on_start)(), void (*on_stop)());
 
 }  // namespace openreg::trace

@@ -70,6 +70,14 @@ def add_parser(sub: Any) -> Parser:
         "--stack", action="store_true", help="record the script's file:line for each op (source of fallbacks)"
     )
     p.add_argument(
+        "--ops",
+        choices=("all", "kernels"),
+        default="all",
+        help="where op events come from: every op call, composites and autograd nodes included (all, "
+        "the default; RecordFunction makes the script about 15%% slower), or only the calls openreg's "
+        "kernels and CPU fallback run (kernels: a few percent; e.g. --ops kernels)",
+    )
+    p.add_argument(
         "--capacity",
         type=positive_int,
         default=_default_capacity(),
@@ -184,7 +192,9 @@ def execute(ns: argparse.Namespace, command: str) -> int:
     from openreg_lab.cli import _outputs
 
     name = ns.module or os.path.basename(ns.script)
-    trace = openreg_lab.trace(record_shapes=ns.shapes, stack=ns.stack, capacity=ns.capacity)
+    trace = openreg_lab.trace(
+        record_shapes=ns.shapes, stack=ns.stack, capacity=ns.capacity, ops=getattr(ns, "ops", "all")
+    )
     progress = Progress(sys.stderr, f"openreg-lab run {name}", count=events_so_far)
     start = time.monotonic()
     with ExitStack() as stack:

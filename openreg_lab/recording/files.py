@@ -18,6 +18,7 @@ import numpy as np
 from openreg_lab.recording.events import EVENT_DTYPE, KERNELS, KINDS, Columns
 
 MAGIC = "openreg-lab trace"
+OPS = ("all", "kernels")  # trace(ops=...): where the op events came from
 VERSION = 1
 
 
@@ -31,6 +32,7 @@ class Saved:
     record_shapes: bool
     stack: bool
     t0: int
+    ops: str = "all"
 
 
 def save(
@@ -42,6 +44,7 @@ def save(
     record_shapes: bool,
     stack: bool,
     t0: int,
+    ops: str = "all",
 ) -> None:
     """Write the columns ``c`` of a trace and its settings to ``path`` (conventionally ``*.trace``)."""
     header = {
@@ -52,6 +55,7 @@ def save(
         "record_shapes": record_shapes,
         "stack": stack,
         "t0": t0,
+        "ops": ops,
         "threads": {str(k): v for k, v in c.threads.items()},
         "strings": c.strings,
     }
@@ -106,6 +110,7 @@ def read(path: str | os.PathLike[str]) -> Saved:
         record_shapes=header["record_shapes"],
         stack=header["stack"],
         t0=header["t0"],
+        ops=header.get("ops", "all"),  # files from before trace(ops=...) recorded every op
     )
 
 
@@ -120,6 +125,8 @@ def _damage(header: dict[str, Any], fields: dict[str, np.ndarray], pool: np.ndar
     for key, kind in _HEADER.items():
         if not isinstance(header.get(key), kind):
             return f"its header lacks {key!r}"
+    if header.get("ops", "all") not in OPS:
+        return f"its header's ops is {header.get('ops')!r}, not one of {', '.join(OPS)}"
     missing = [f for f in _FIELDS if f not in fields]
     if missing:
         return f"it lacks the columns {', '.join(missing)}"

@@ -26,7 +26,7 @@ import time
 import warnings
 from collections.abc import Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import pandas as pd
@@ -122,12 +122,19 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
         capacity=saved.capacity,
         columns=saved.columns,
         dropped=saved.dropped,
+        ops=saved.ops,
     )
     t._t0 = saved.t0
     return t
 
 
-def trace(*, record_shapes: bool = False, stack: bool = False, capacity: int = DEFAULT_CAPACITY) -> Trace:
+def trace(
+    *,
+    record_shapes: bool = False,
+    stack: bool = False,
+    capacity: int = DEFAULT_CAPACITY,
+    ops: Literal["all", "kernels"] = "all",
+) -> Trace:
     """Record the openreg backend's events while a ``with`` block runs.
 
     Args:
@@ -136,11 +143,20 @@ def trace(*, record_shapes: bool = False, stack: bool = False, capacity: int = D
         capacity: the most events to keep, from 1 to 2**63 - 1 (``TypeError`` for a non-integer,
             ``ValueError`` out of range); the rest are counted in ``Trace.dropped`` and a
             ``TraceDroppedEventsWarning`` says so when the block ends.
+        ops: where op events come from. ``"all"`` (the default): every operator call that
+            involves an openreg tensor, composites (``aten::linear`` around its ``aten::addmm``)
+            and autograd nodes included, from PyTorch's RecordFunction, which makes every op of
+            the process about 15% slower while the trace is open. ``"kernels"``: only the calls
+            that openreg runs, from its own kernels and its CPU fallback, at a few percent: no
+            composite parents and no ``backward`` events (the ops a backward pass runs are
+            recorded), each op's dispatch path starts at its kernel's key, and ``seq`` is -1.
+            Copies, casts, allocations and fallbacks are recorded the same in both.
 
     Traces may nest and may be opened from several threads at once: each sees every event
-    recorded while it is open, on any thread.
+    recorded while it is open, on any thread. While an ``ops="all"`` trace is open, every
+    open trace records all ops.
     """
-    return Trace(record_shapes=record_shapes, stack=stack, capacity=capacity)
+    return Trace(record_shapes=record_shapes, stack=stack, capacity=capacity, ops=ops)
 
 
 _strings: list[str] = []  # every string the recorder interned so far, by id
@@ -198,7 +214,14 @@ class Trace:
         capacity: int = DEFAULT_CAPACITY,
         columns: Columns | None = None,
         dropped: int = 0,
+        ops: str = "all",
     ) -> None:
+        if ops not in files.OPS:
+            raise ValueError(
+                f"trace(ops=...) must be 'all' (every op call, composites and autograd nodes) or "
+                f"'kernels' (only the calls openreg's kernels and fallback run), got {ops!r}"
+            )
+        self.ops = ops
         self.capacity = _check_capacity(capacity)
         self.record_shapes = record_shapes
         self.stack = stack
@@ -214,7 +237,9 @@ class Trace:
         if self._session is not None or self._columns is not None or self._raw is not None:
             raise RuntimeError("this trace has already been used: start a new one with openreg_lab.trace()")
         self._t0 = time.monotonic_ns()
-        self._session = _C._trace_open(self.capacity, self.record_shapes, self.stack, _skip_prefixes())
+        self._session = _C._trace_open(
+            self.capacity, self.record_shapes, self.stack, _skip_prefixes(), self.ops == "kernels"
+        )
         return self
 
     def __exit__(
@@ -330,6 +355,7 @@ class Trace:
             record_shapes=self.record_shapes,
             stack=self.stack,
             t0=self._t0,
+            ops=self.ops,
         )
 
     def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:

@@ -12,9 +12,9 @@ class TraceRenderer:
 
     def dashboard(self, trace: Any) -> Any:
         """The live dashboard widget."""
-        from openreg_lab.views.dashboard import Dashboard
+        from openreg_lab.views.dashboard import dashboard
 
-        return Dashboard(trace.events, dropped=trace.dropped, capacity=trace.capacity)
+        return dashboard(trace)
 
     def mimebundle(self, trace: Any) -> dict[str, Any]:
         """The dashboard's widget view, its static ``text/html`` and a one-line ``text/plain``."""
@@ -34,5 +34,6 @@ class TraceRenderer:
             run_info=run_info,
             dropped=trace.dropped,
             capacity=trace.capacity,
+            op_events=trace.ops,
             coverage=coverage(trace=trace),
         )

@@ -48,16 +48,21 @@ class Selection(traitlets.HasTraits):
 class Dashboard(w.VBox):
     """The dashboard of one trace, from its events table (``Trace.events``)."""
 
-    def __init__(self, events: pd.DataFrame, *, dropped: int = 0, capacity: int | None = None) -> None:
+    def __init__(
+        self, events: pd.DataFrame, *, dropped: int = 0, capacity: int | None = None, op_events: str = "all"
+    ) -> None:
         self.events = events
         self.dropped = dropped
         self.capacity = capacity
+        self.op_events = op_events  # the trace's ops= ("all" or "kernels"), said in the header
         self.pyramid = Pyramid(events)
         self.selection = Selection()
         self.ops = tables.op_table(events)
         self.flows = tables.dispatch_flows(events)
         self.fallbacks = tables.fallback_costs(events)
-        self.header = w.HTML(static.header_html(events, dropped=dropped, capacity=capacity))
+        self.header = w.HTML(
+            static.header_html(events, dropped=dropped, capacity=capacity, op_events=op_events)
+        )
         self.timeline = Timeline(events, self.pyramid, layout=w.Layout(width="100%"))
         devices = sorted(d for d in self.ops["device"].unique() if d != "-")
         self.table = Table(
@@ -205,6 +210,7 @@ class Dashboard(w.VBox):
             self.events,
             dropped=self.dropped,
             capacity=self.capacity,
+            op_events=self.op_events,
             pyramid=self.pyramid,
             ops=self.ops,
             flows=self.flows,
@@ -224,4 +230,4 @@ def _figure_widget() -> Any:
 
 def dashboard(trace: Any) -> Dashboard:
     """The dashboard of a ``Trace`` (what ``Trace.show()`` returns)."""
-    return Dashboard(trace.events, dropped=trace.dropped, capacity=trace.capacity)
+    return Dashboard(trace.events, dropped=trace.dropped, capacity=trace.capacity, op_events=trace.ops)

@@ -36,6 +36,7 @@ def report_html(
     dropped: int = 0,
     capacity: int | None = None,
     coverage: pd.DataFrame | None = None,
+    op_events: str = "all",
 ) -> str:
     """The report as one HTML string (see the module's docstring)."""
     import plotly.io as pio
@@ -47,6 +48,7 @@ def report_html(
         "torch": torch.__version__,
         "events": f"{len(events):,}",
         "dropped events": f"{dropped:,}" + (" (totals miss them)" if dropped else ""),
+        "op events": "every op call" if op_events == "all" else "openreg's kernels only",
         **dict(run_info or {}),
     }
     fallbacks = tables.fallback_costs(events)
@@ -119,7 +121,7 @@ h1{{font-size:20px}} h2{{font-size:15px;margin-top:22px}} section{{margin-bottom
 <script>{plotly_js}</script></head>
 <body><h1>{html.escape(title)}</h1>
 <table style="{static._TABLE}">{info_rows}</table>
-{static.header_html(events, dropped=dropped, capacity=capacity)}
+{static.header_html(events, dropped=dropped, capacity=capacity, op_events=op_events)}
 <section><h2>Timeline</h2><div id="timeline" style="width:100%"></div>
 <div style="color:#555">{html.escape(detail_note)}</div></section>
 <section><h2>Ops</h2>{static.table_html(ops, static.OP_COLUMNS, max_rows=200)}</section>
@@ -200,11 +202,18 @@ def write_report(
     dropped: int = 0,
     capacity: int | None = None,
     coverage: pd.DataFrame | None = None,
+    op_events: str = "all",
 ) -> None:
     """Write ``report_html(...)`` to ``path``; a path that cannot be written raises ``OSError``
     naming it."""
     text = report_html(
-        events, title=title, run_info=run_info, dropped=dropped, capacity=capacity, coverage=coverage
+        events,
+        title=title,
+        run_info=run_info,
+        dropped=dropped,
+        capacity=capacity,
+        coverage=coverage,
+        op_events=op_events,
     )
     try:
         Path(path).write_text(text, encoding="utf-8")

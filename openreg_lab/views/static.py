@@ -50,8 +50,19 @@ def one_line(events: pd.DataFrame, dropped: int = 0) -> str:
     )
 
 
-def header_html(events: pd.DataFrame, *, dropped: int = 0, capacity: int | None = None) -> str:
-    """The dashboard's first line: event counts by kind, span, and a red warning for dropped events."""
+#: What the header says under a trace recorded with ``trace(ops="kernels")``.
+KERNEL_OPS_NOTE = (
+    'Op events come from openreg\'s kernels and fallback only (trace(ops="kernels")): composite ops '
+    "such as aten::linear and autograd nodes are not recorded, and each op's dispatch path starts at "
+    'its kernel\'s key. Trace with ops="all" to see them.'
+)
+
+
+def header_html(
+    events: pd.DataFrame, *, dropped: int = 0, capacity: int | None = None, op_events: str = "all"
+) -> str:
+    """The dashboard's first line: event counts by kind, span, a red warning for dropped events and
+    a note when ``op_events`` is ``"kernels"`` (only the ops openreg ran were recorded)."""
     kinds = events["kind"].value_counts().to_dict()
     span = tables._span(events)
     counts = ", ".join(f"{n:,} {k}" for k, n in kinds.items())
@@ -61,6 +72,8 @@ def header_html(events: pd.DataFrame, *, dropped: int = 0, capacity: int | None 
             f"<div style='color:#b00020;font-weight:600'>{dropped:,} events were dropped: the trace holds at "
             f"most {capacity or 0:,}. Totals below miss them; trace again with a larger capacity.</div>"
         )
+    if op_events == "kernels":
+        warn += f"<div style='color:#8a5a00'>{html.escape(KERNEL_OPS_NOTE)}</div>"
     return (
         f"<div style='font:13px system-ui,sans-serif'><b>openreg trace</b>: {len(events):,} events "
         f"over {theme.format_ns(span)} ({html.escape(counts) or 'nothing recorded'})</div>{warn}"
@@ -176,6 +189,7 @@ def dashboard_html(
     *,
     dropped: int = 0,
     capacity: int | None = None,
+    op_events: str = "all",
     pyramid: Pyramid | None = None,
     ops: pd.DataFrame | None = None,
     flows: pd.DataFrame | None = None,
@@ -193,7 +207,7 @@ def dashboard_html(
     casts = tables.cast_table(events)
     peaks = tables.memory_peaks(events)
     sections = [
-        header_html(events, dropped=dropped, capacity=capacity),
+        header_html(events, dropped=dropped, capacity=capacity, op_events=op_events),
         timeline_svg(pyramid),
         "<h4>Ops</h4>",
         table_html(ops, OP_COLUMNS),
