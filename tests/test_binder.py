@@ -125,3 +125,6 @@ def test_readme_binder_badge_opens_jupyterlab_on_the_first_notebook():
     first = sorted((ROOT / "notebooks").glob("*.ipynb"))[0].name
     for url in urls:
         assert url.endswith(f"?urlpath=lab/tree/notebooks/{first}"), url
+        # gh/<owner>/<repository>/<ref>: the project's GitHub home, not a placeholder to fill in.
+        owner, repo, ref = url.removeprefix("https://mybinder.org/v2/gh/").split("?")[0].split("/")
+        assert (owner, repo, ref) == ("openreg-lab", "openreg-lab", "HEAD"), url
