@@ -1,7 +1,7 @@
-"""What tracing costs: a training step traced by openreg_lab, by torch.profiler and by an empty
-TorchDispatchMode, against the same step untraced, side by side in one run, with the floor of any
-RecordFunction-based recorder (our callback installed but recording nothing) and a trace with no
-RecordFunction callback at all (only the backend's own hooks record); a trace around a single
+"""What tracing costs: a training step traced by openreg_lab (every op, and ops="kernels"), by
+torch.profiler and by an empty TorchDispatchMode, against the same step untraced, side by side in
+one run, with the floor of any RecordFunction-based recorder (our callback installed but recording
+nothing) and a trace with no op events at all (only the backend's own hooks record); a trace around a single
 step (open + step + close); the cost per recorded event; and how long a million-event trace takes to
 save and load.
 
@@ -103,17 +103,20 @@ def overhead_table() -> None:
             _wrapped(run, lambda: openreg_lab.trace(record_shapes=True)),
             _wrapped(run, lambda: openreg_lab.trace(record_shapes=True, stack=True)),
             _wrapped(run, lambda: openreg_lab.trace()),
+            _wrapped(run, lambda: openreg_lab.trace(record_shapes=True, ops="kernels")),
             _wrapped(run, _empty_callbacks),
             _wrapped(run, _hooks_only),
             _wrapped(run, lambda: torch.profiler.profile(record_shapes=True)),
             _wrapped(run, EmptyMode),
         ]
-        times = compare(variants, rounds=15, target_s=0.15)
+        # 31 rounds: ten variants, and the differences that matter here are a few percent.
+        times = compare(variants, rounds=31, target_s=0.15)
         base = times[0]
         rows.append([name, str(per_step), fmt_time(base / STEPS)] + [f"{t / base:.2f}" for t in times[1:]])
     print_table(
         ["model", "events/step", "untraced step", "trace(shapes)", "trace(shapes,stack)", "trace()",
-         "RecordFunction floor", "backend hooks only", "torch.profiler", "empty TorchDispatchMode"],
+         "trace(shapes, ops=kernels)", "RecordFunction floor", "backend hooks only", "torch.profiler",
+         "empty TorchDispatchMode"],
         rows,
     )  # fmt: skip
 
@@ -130,8 +133,10 @@ def one_step_table() -> None:
             opt.step()
 
         traced = _wrapped(step, lambda: openreg_lab.trace(record_shapes=True))
-        base, one = compare([step, traced], rounds=15, target_s=0.15)
-        rows.append([name, fmt_time(base), fmt_time(one), f"{one / base:.2f}"])
+        kernels = _wrapped(step, lambda: openreg_lab.trace(record_shapes=True, ops="kernels"))
+        base, one, one_k = compare([step, traced, kernels], rounds=15, target_s=0.15)
+        ratios = [f"{one / base:.2f}", fmt_time(one_k), f"{one_k / base:.2f}"]
+        rows.append([name, fmt_time(base), fmt_time(one), *ratios])
     # Inside a long recording, a short trace nested in it costs its own window, not the recording.
     x = torch.ones(4, 3, device="openreg")
 
@@ -143,9 +148,10 @@ def one_step_table() -> None:
             op()
         base, one = compare([op, _wrapped(op, lambda: openreg_lab.trace(record_shapes=True))], rounds=15)
     label = "x.add_(1) in a 100k-op trace (base: that trace only)"
-    rows.append([label, fmt_time(base), fmt_time(one), f"{one / base:.2f}"])
+    rows.append([label, fmt_time(base), fmt_time(one), f"{one / base:.2f}", "", ""])
     print_table(
-        ["model", "untraced step", "open + step + close, trace(shapes)", "ratio"],
+        ["model", "untraced step", "open + step + close, trace(shapes)", "ratio", "same, ops=kernels",
+         "ratio"],
         rows,
     )  # fmt: skip
 
@@ -162,7 +168,10 @@ def per_event_cost() -> None:
     events = len(t)
     traced = _wrapped(ops, lambda: openreg_lab.trace())
     shaped = _wrapped(ops, lambda: openreg_lab.trace(record_shapes=True))
-    plain, traced, shaped = compare([ops, traced, shaped], rounds=15)
+    kernels = _wrapped(ops, lambda: openreg_lab.trace(ops="kernels"))
+    kernels_shaped = _wrapped(ops, lambda: openreg_lab.trace(record_shapes=True, ops="kernels"))
+    variants = [ops, traced, shaped, kernels, kernels_shaped]
+    plain, traced, shaped, kernels, kernels_shaped = compare(variants, rounds=15)
     off_ns = _C._trace_bench_hook(1_000_000) / 1_000_000  # no trace open: the relaxed load only
     for _ in range(3):  # the last of three, once the recorder's memory is mapped
         with openreg_lab.trace(capacity=200_001):
@@ -171,6 +180,8 @@ def per_event_cost() -> None:
         ["micro-benchmark", "untraced / call", "events / call", "cost per event", "with shapes"],
         [["200 x.add_(1): op events (RecordFunction)", fmt_time(plain), str(events),
           fmt_time((traced - plain) / events), fmt_time((shaped - plain) / events)],
+         ["200 x.add_(1): op events from the kernels (ops=kernels)", fmt_time(plain), str(events),
+          fmt_time((kernels - plain) / events), fmt_time((kernels_shaped - plain) / events)],
          ["backend hook (alloc event, no allocation)", f"{off_ns:.1f} ns (no trace open)", "1",
           f"{hook_ns:.0f} ns", ""]],
     )  # fmt: skip
