@@ -214,7 +214,23 @@ def test_the_views_say_that_only_kernel_ops_were_recorded(tmp_path):
     assert note in board._repr_mimebundle_()["text/html"]
     t.to_html(tmp_path / "r.html")
     text = (tmp_path / "r.html").read_text()
-    assert "openreg&#x27;s kernels only" in text and "autograd nodes are not recorded" in text
+    assert "openreg&#x27;s kernels only" in text and "are not recorded, and each op" in text
     with openreg_lab.trace() as every:
         x.neg()
-    assert "autograd nodes are not recorded" not in dashboard(every).header.value
+    assert "are not recorded, and each op" not in dashboard(every).header.value
+
+
+def test_a_kernel_registered_with_torch_library_is_not_openregs_but_its_ops_are_recorded():
+    x = torch.tensor([1.0, float("-inf")], device="openreg")
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("isneginf.out", lambda self, *, out: torch.eq(self, float("-inf"), out=out), "PrivateUse1")
+    try:
+        full, kernels = _both(lambda mode: torch.isneginf(x))
+    finally:
+        lib._destroy()
+    assert _ops(full).set_index("name").loc["aten::isneginf.out", "kernel"] == "native"
+    names = _ops(kernels)["name"].tolist()
+    assert "aten::isneginf.out" not in names and "aten::eq.Scalar_out" in names
+    with openreg_lab.trace(ops="kernels") as after:  # the fallback is back once the library is gone
+        torch.isneginf(x)
+    assert after.fallbacks()["name"].tolist() == ["aten::isneginf.out"]

@@ -14,8 +14,10 @@
 // These are the events of the default mode whose kernel is native, generic or
 // fallback, with the same names, shapes and devices. Not recorded: composite
 // operators (aten::linear around its addmm), calls that end in another
-// backend, and autograd nodes (Backward events); the ops a backward pass runs
-// are recorded. An event's dispatch path is the one from its kernel's own
+// backend, autograd nodes (Backward events; the ops a backward pass runs are
+// recorded), and kernels registered for PrivateUse1 from outside openreg
+// (torch.library, from Python or C++): the default mode counts those as
+// native, here only the ops they call are seen. An event's dispatch path is the one from its kernel's own
 // dispatch (e.g. "PrivateUse1"), since the keys above it have already been
 // passed by then, and its autograd sequence number is -1.
 // When no trace is open, or RecordFunction is the source, a kernel pays one

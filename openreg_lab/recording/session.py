@@ -149,7 +149,9 @@ def trace(
             the process about 15% slower while the trace is open. ``"kernels"``: only the calls
             that openreg runs, from its own kernels and its CPU fallback, at a few percent: no
             composite parents and no ``backward`` events (the ops a backward pass runs are
-            recorded), each op's dispatch path starts at its kernel's key, and ``seq`` is -1.
+            recorded), nor calls of a kernel registered from outside openreg with
+            ``torch.library`` (the ops it calls are); each op's dispatch path starts at its
+            kernel's key, and ``seq`` is -1.
             Copies, casts, allocations and fallbacks are recorded the same in both.
 
     Traces may nest and may be opened from several threads at once: each sees every event

@@ -53,8 +53,8 @@ def one_line(events: pd.DataFrame, dropped: int = 0) -> str:
 #: What the header says under a trace recorded with ``trace(ops="kernels")``.
 KERNEL_OPS_NOTE = (
     'Op events come from openreg\'s kernels and fallback only (trace(ops="kernels")): composite ops '
-    "such as aten::linear and autograd nodes are not recorded, and each op's dispatch path starts at "
-    'its kernel\'s key. Trace with ops="all" to see them.'
+    "such as aten::linear, autograd nodes and kernels registered with torch.library are not recorded, "
+    "and each op's dispatch path starts at its kernel's key. Trace with ops=\"all\" to see them."
 )
 
 
