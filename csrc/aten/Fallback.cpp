@@ -494,8 +494,8 @@ class Fallback {
 }  // namespace
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  trace::BoxedKernelScope traced(op, *stack);  // Note [Op events from openreg's kernels]
-  if (profile_covers(op.operator_name())) {    // Note [Profiles]
+  trace::KernelScope traced(op, *stack);     // Note [Op events from openreg's kernels]
+  if (profile_covers(op.operator_name())) {  // Note [Profiles]
     generic_native(op, stack);
     return;
   }
@@ -504,7 +504,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 
 void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  trace::BoxedKernelScope traced(op, *stack);
+  trace::KernelScope traced(op, *stack);
   count_fallback();
   Fallback(op, stack).run();
 }

@@ -13,7 +13,7 @@ namespace openreg::trace {
 namespace {
 
 // The operator of the innermost recording KernelScope of this thread (its
-// interned name, 0: none), for BoxedKernelScope's rule.
+// interned name, 0: none), for the boxed fallback's rule.
 thread_local uint32_t tls_kernel_op = 0;
 
 // Collects the key set, the first openreg device and (when asked) the shapes
@@ -86,13 +86,12 @@ std::optional<c10::OperatorName> aten_operator(const char* name) {
   return c10::OperatorName("aten::" + text.substr(0, dot), text.substr(dot + 1));
 }
 
-// Opens the Op event of `info` for the call whose arguments `args` visits;
-// `handle` matches it to its end. False when nothing was recorded.
-bool open_event(const OpInfo& info, OpInfo& mutable_info, c10::function_ref<void(ArgSink&)> args,
-                const void* handle, uint64_t* generation) {
+}  // namespace
+
+void KernelScope::open(OpInfo& info, c10::function_ref<void(ArgSink&)> args) {
   Writer w;
   if (!w) {
-    return false;
+    return;
   }
   const Options options = w.options();
   Event e{};
@@ -105,7 +104,7 @@ bool open_event(const OpInfo& info, OpInfo& mutable_info, c10::function_ref<void
   args(seen);
   e.shapes = seen.shapes();
   e.device = seen.device_index();
-  const Resolution r = info.table->resolve(seen.keys(), mutable_info.resolutions);
+  const Resolution r = info.table->resolve(seen.keys(), info.resolutions);
   e.dispatch = r.path;
   e.kernel = r.kernel;
   SourceProvider source = source_provider();
@@ -114,48 +113,33 @@ bool open_event(const OpInfo& info, OpInfo& mutable_info, c10::function_ref<void
   }
   e.dur_ns = -1;  // until it ends: still -1 if the trace ends first
   e.start_ns = now_ns();
-  w->open.push_back({w.append(e), reinterpret_cast<uint64_t>(handle)});
-  *generation = w->generation;
-  return true;
-}
-
-void close_event(const void* handle, uint64_t generation) {
-  const int64_t end = now_ns();
-  Writer w;
-  // The recording may have ended and another begun since the call started.
-  if (!w || w->generation != generation || w->open.empty() ||
-      w->open.back().handle != reinterpret_cast<uint64_t>(handle)) {
-    return;
-  }
-  const OpenEvent open = w->open.back();
-  w->open.pop_back();
-  if (open.index >= 0) {
-    Event& e = w->events[open.index];
-    e.dur_ns = end - e.start_ns;
-  }
-}
-
-}  // namespace
-
-void KernelScope::begin(const char* name, c10::function_ref<void(ArgSink&)> args) {
-  if (InternalScope::inside()) {  // Note [The backend's own dispatcher calls]
-    return;
-  }
-  OpInfo* info = find_op(name, [&] { return aten_operator(name); });
-  if (info == nullptr || !open_event(*info, *info, args, this, &generation_)) {
-    return;
-  }
+  w->open.push_back({w.append(e), reinterpret_cast<uint64_t>(this)});
+  generation_ = w->generation;
   recorded_ = true;
   outer_ = tls_kernel_op;
-  tls_kernel_op = info->name;
+  tls_kernel_op = info.name;
 }
 
 void KernelScope::end() {
   tls_kernel_op = outer_;
-  close_event(this, generation_);
+  const int64_t end = now_ns();
+  Writer w;
+  if (w && w->generation == generation_) {
+    w.end_open(reinterpret_cast<uint64_t>(this), end);
+  }
 }
 
-void BoxedKernelScope::begin(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+void KernelScope::begin_native(const char* name, c10::function_ref<void(ArgSink&)> args) {
+  if (InternalScope::inside()) {  // Note [The backend's own dispatcher calls]
+    return;
+  }
+  OpInfo* info = find_op(name, [&] { return aten_operator(name); });
+  if (info != nullptr) {
+    open(*info, args);
+  }
+}
+
+void KernelScope::begin_boxed(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
   if (InternalScope::inside()) {
     return;
   }
@@ -165,7 +149,7 @@ void BoxedKernelScope::begin(const c10::OperatorHandle& op, const torch::jit::St
     return;  // not an operator, or a native kernel of this op handed it over
   }
   const size_t num_args = op.schema().arguments().size();
-  auto args = [&](ArgSink& sink) {
+  open(*info, [&](ArgSink& sink) {
     for (size_t i = stack.size() - num_args; i < stack.size(); ++i) {
       const c10::IValue& v = stack[i];
       if (v.isTensor()) {
@@ -178,18 +162,7 @@ void BoxedKernelScope::begin(const c10::OperatorHandle& op, const torch::jit::St
         sink.device(v.toDevice());
       }
     }
-  };
-  if (!open_event(*info, *info, args, this, &generation_)) {
-    return;
-  }
-  recorded_ = true;
-  outer_ = tls_kernel_op;
-  tls_kernel_op = info->name;
-}
-
-void BoxedKernelScope::end() {
-  tls_kernel_op = outer_;
-  close_event(this, generation_);
+  });
 }
 
 }  // namespace openreg::trace

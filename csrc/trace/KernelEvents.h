@@ -10,18 +10,17 @@
 // - every native kernel, wrapped at registration by OPENREG_IMPL
 //   (aten/Registration.h) in a KernelScope;
 // - the boxed CPU fallback (and the sparse, quantized and nested ones), in a
-//   BoxedKernelScope.
+//   KernelScope of the operator it runs.
 // These are the events of the default mode whose kernel is native, generic or
 // fallback, with the same names, shapes and devices. Not recorded: composite
 // operators (aten::linear around its addmm), calls that end in another
 // backend, autograd nodes (Backward events; the ops a backward pass runs are
 // recorded), and kernels registered for PrivateUse1 from outside openreg
 // (torch.library, from Python or C++): the default mode counts those as
-// native, here only the ops they call are seen. An event's dispatch path is the one from its kernel's own
-// dispatch (e.g. "PrivateUse1"), since the keys above it have already been
-// passed by then, and its autograd sequence number is -1.
-// When no trace is open, or RecordFunction is the source, a kernel pays one
-// relaxed load (kernel_events(), Recorder.h).
+// native, here only the ops they call are seen. An event's dispatch path is the one from its
+// kernel's own dispatch (e.g. "PrivateUse1"), since the keys above it have already been passed by
+// then, and its autograd sequence number is -1. When no trace is open, or RecordFunction is the
+// source, a kernel pays one relaxed load (kernel_events(), Recorder.h).
 
 #include "trace/Recorder.h"
 
@@ -36,6 +35,8 @@
 #include <optional>
 
 namespace openreg::trace {
+
+struct OpInfo;  // OpLookup.h
 
 // Receives the tensor and device arguments of one call.
 class ArgSink {
@@ -80,15 +81,24 @@ inline void visit_arg(ArgSink& sink, std::optional<c10::Device> d) {
 template <class T>
 void visit_arg(ArgSink& /*unused*/, const T& /*unused*/) {}
 
-// The Op event of one call of a native kernel registered under `name`
-// ("add.Tensor", an aten operator). The name's address identifies the
-// operator (a string literal of the registration).
+// The Op event of one call that openreg runs, open while the scope lives.
 class KernelScope {
  public:
+  // A native kernel registered under `name` ("add.Tensor", an aten
+  // operator); the name's address identifies the operator (a string literal
+  // of the registration, aten/Registration.h).
   template <class... Args>
   KernelScope(const char* name, const Args&... args) {
     if (kernel_events()) {
-      begin(name, [&](ArgSink& sink) { (visit_arg(sink, args), ...); });
+      begin_native(name, [&](ArgSink& sink) { (visit_arg(sink, args), ...); });
+    }
+  }
+  // The boxed fallback running `op` on `stack`: no event when a native
+  // kernel of the same operator handed its call over (that kernel's event is
+  // the op's).
+  KernelScope(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+    if (kernel_events()) {
+      begin_boxed(op, stack);
     }
   }
   ~KernelScope() {
@@ -100,37 +110,13 @@ class KernelScope {
   KernelScope& operator=(const KernelScope&) = delete;
 
  private:
-  void begin(const char* name, c10::function_ref<void(ArgSink&)> args);
+  void begin_native(const char* name, c10::function_ref<void(ArgSink&)> args);
+  void begin_boxed(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
+  void open(OpInfo& info, c10::function_ref<void(ArgSink&)> args);
   void end();
   bool recorded_ = false;
   uint64_t generation_ = 0;
-  uint32_t outer_ = 0;  // the enclosing KernelScope's operator (0: none)
-};
-
-// The Op event of a call that openreg's boxed fallback runs; none when the
-// call comes from a native kernel of the same operator handing its input to
-// the fallback (that kernel's event is the op's).
-class BoxedKernelScope {
- public:
-  BoxedKernelScope(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
-    if (kernel_events()) {
-      begin(op, stack);
-    }
-  }
-  ~BoxedKernelScope() {
-    if (recorded_) {
-      end();
-    }
-  }
-  BoxedKernelScope(const BoxedKernelScope&) = delete;
-  BoxedKernelScope& operator=(const BoxedKernelScope&) = delete;
-
- private:
-  void begin(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
-  void end();
-  bool recorded_ = false;
-  uint64_t generation_ = 0;
-  uint32_t outer_ = 0;
+  uint32_t outer_ = 0;  // the enclosing scope's operator (0: none)
 };
 
 }  // namespace openreg::trace

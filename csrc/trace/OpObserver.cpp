@@ -210,16 +210,8 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
   ts.recorded.pop_back();
   const int64_t end = now_ns();
   Writer w;
-  // The recording may have ended and another begun since this call started.
-  const auto handle = reinterpret_cast<uint64_t>(&fn);
-  if (!w || w->open.empty() || w->open.back().handle != handle) {
-    return;
-  }
-  const OpenEvent open = w->open.back();
-  w->open.pop_back();
-  if (open.index >= 0) {
-    Event& e = w->events[open.index];
-    e.dur_ns = end - e.start_ns;
+  if (w) {  // the recording may have ended and another begun since this call started
+    w.end_open(reinterpret_cast<uint64_t>(&fn), end);
   }
 }
 

@@ -182,6 +182,18 @@ int32_t Writer::append(Event e) {
   return static_cast<int32_t>(buffer_->events.size() - 1);
 }
 
+void Writer::end_open(uint64_t handle, int64_t end_ns) {
+  if (buffer_->open.empty() || buffer_->open.back().handle != handle) {
+    return;
+  }
+  const OpenEvent open = buffer_->open.back();
+  buffer_->open.pop_back();
+  if (open.index >= 0) {
+    Event& e = buffer_->events[open.index];
+    e.dur_ns = end_ns - e.start_ns;
+  }
+}
+
 void set_lifecycle_hooks(void (*on_start)(), void (*on_stop)()) {
   Recording& r = recording();
   std::lock_guard<std::mutex> lock(r.mutex);

@@ -96,6 +96,10 @@ class Writer {
   int32_t append(Event e);
   int32_t innermost() const noexcept;
 
+  // Ends the innermost open Op/Backward event at `end_ns` if it is
+  // `handle`'s; nothing otherwise (the recording it started in has ended).
+  void end_open(uint64_t handle, int64_t end_ns);
+
  private:
   std::unique_lock<SpinLock> lock_;
   ThreadBuffer* buffer_ = nullptr;
