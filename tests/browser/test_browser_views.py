@@ -1,11 +1,13 @@
 """The dashboard answers the mouse in a real JupyterLab: a click on a timeline slice fills the
 details panel, a click on a band of the dispatch flow filters the op table, the wheel zooms the
-timeline into real slices, and a click on a column header sorts."""
+timeline into real slices, and a click on a column header sorts. A trace with ops="kernels" says so in
+its dashboard, and its slices show the path from the kernel's own key."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from harness import NotebookPage
 
@@ -19,6 +21,21 @@ def _until(predicate: Callable[[], bool], timeout_s: float = 20) -> bool:
     return False
 
 
+def _click_a_slice(page: Any, canvas: Any, details: Any) -> tuple[dict, float]:
+    """Click along thread 0's top row until a slice is hit: the details panel names an op.
+    Returns the timeline's box and the row's y."""
+    assert "Click a slice" in details.inner_text()
+    box = canvas.bounding_box()
+    assert box is not None
+    row_y = box["y"] + 22 + 9  # ruler, then the middle of the first row
+    for frac in [i / 60 for i in range(2, 60)]:
+        page.mouse.click(box["x"] + 128 + frac * (box["width"] - 132), row_y)
+        if _until(lambda: "dispatch path" in details.inner_text(), 1.0):
+            break
+    assert "dispatch path" in details.inner_text(), "no slice answered a click on the timeline"
+    return box, row_y
+
+
 def test_dashboard_clicks(notebook_page: Callable[[str], NotebookPage]):
     nb = notebook_page("dashboard-clicks.ipynb")
     assert nb.run_all()
@@ -28,16 +45,7 @@ def test_dashboard_clicks(notebook_page: Callable[[str], NotebookPage]):
     canvas = dash.locator(".openreg-timeline canvas").first
     canvas.wait_for()
     details = dash.locator(".openreg-details").first
-    assert "Click a slice" in details.inner_text()
-    # Click along thread 0's top row until a slice is hit: the details panel names an op.
-    box = canvas.bounding_box()
-    assert box is not None
-    row_y = box["y"] + 22 + 9  # ruler, then the middle of the first row
-    for frac in [i / 60 for i in range(2, 60)]:
-        page.mouse.click(box["x"] + 128 + frac * (box["width"] - 132), row_y)
-        if _until(lambda: "dispatch path" in details.inner_text(), 1.0):
-            break
-    assert "dispatch path" in details.inner_text(), "no slice answered a click on the timeline"
+    box, row_y = _click_a_slice(page, canvas, details)
     # A band of the Sankey filters the op table (the chip names the flow).
     links = dash.locator(".sankey .sankey-link")
     assert links.count() >= 3
@@ -58,4 +66,21 @@ def test_dashboard_clicks(notebook_page: Callable[[str], NotebookPage]):
     for _ in range(5):
         page.mouse.wheel(0, -300)
     assert _until(lambda: "none aggregated" in status.inner_text())
+    nb.assert_clean()
+
+
+def test_dashboard_of_a_kernels_only_trace_says_so(notebook_page: Callable[[str], NotebookPage]):
+    nb = notebook_page("dashboard-kernel-ops.ipynb")
+    assert nb.run_all()
+    page = nb.page
+    dash = page.locator(".openreg-dashboard").first
+    dash.wait_for(timeout=60_000)
+    assert "Op events come from openreg's kernels and fallback only" in dash.inner_text()
+    cells = " ".join(dash.locator(".openreg-table td").all_inner_texts())  # every op, before a click
+    assert "aten::mm" in cells and "fallback" in cells and "composite" not in cells
+    canvas = dash.locator(".openreg-timeline canvas").first
+    canvas.wait_for()
+    details = dash.locator(".openreg-details").first
+    _click_a_slice(page, canvas, details)
+    assert "PrivateUse1" in details.inner_text()  # the path from the kernel's own key
     nb.assert_clean()
