@@ -60,6 +60,7 @@ def test_run_prints_the_exact_fallback_table_and_writes_the_files(script, tmp_pa
     assert "top fallbacks (2 of 2 ops, by time including copies)" in p.stderr
     assert "finished (exit code 0)" in p.stderr or "exited (exit code 0)" in p.stderr
     assert "none dropped" in p.stderr
+    assert "op events:" not in p.stderr  # every op: the default needs no note
     t = lab.load_trace(tmp_path / "run.trace")
     fb = t.fallbacks()
     assert dict(zip(fb["name"], fb["calls"], strict=True)) == {"aten::triu.out": 3, "aten::cumsum.out": 1}
@@ -85,6 +86,7 @@ def test_a_script_that_raises_keeps_its_exit_code_and_partial_trace(script, tmp_
 def test_ops_kernels_finds_the_same_fallbacks_without_composites_or_backward(script, tmp_path):
     p = openreg_lab("run", "--ops", "kernels", "--stack", "--trace", "k.trace", script, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
+    assert "op events: openreg's kernels only (--ops kernels)" in p.stderr
     rows = table_rows(p.stderr, "top fallbacks")
     assert sorted((r[0], r[1], r[-1]) for r in rows) == [
         ("aten::cumsum.out", "1", "falls_back.py:9"),

@@ -61,7 +61,10 @@ def totals_table(trace: Any) -> str:
     ]
     table = format_table(["", "calls", "time ms", "bytes"], rows, [False, True, True, True])
     dropped = f", {trace.dropped} dropped" if trace.dropped else ", none dropped"
-    return f"{table}\nevents: {event_counts(ev)}{dropped}"
+    kernels_only = ""
+    if getattr(trace, "ops", "all") == "kernels":
+        kernels_only = "\nop events: openreg's kernels only (--ops kernels): no composites, no backward nodes"
+    return f"{table}\nevents: {event_counts(ev)}{dropped}{kernels_only}"
 
 
 def fallbacks_table(trace: Any, top: int) -> str:
