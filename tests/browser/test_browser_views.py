@@ -36,12 +36,19 @@ def _click_a_slice(page: Any, canvas: Any, details: Any) -> tuple[dict, float]:
     return box, row_y
 
 
-def test_dashboard_clicks(notebook_page: Callable[[str], NotebookPage]):
-    nb = notebook_page("dashboard-clicks.ipynb")
+def _run_to_dashboard(
+    notebook_page: Callable[[str], NotebookPage], name: str
+) -> tuple[NotebookPage, Any, Any]:
+    """Open fixture `name`, run all its cells and wait for its first dashboard."""
+    nb = notebook_page(name)
     assert nb.run_all()
-    page = nb.page
-    dash = page.locator(".openreg-dashboard").first
+    dash = nb.page.locator(".openreg-dashboard").first
     dash.wait_for(timeout=60_000)
+    return nb, nb.page, dash
+
+
+def test_dashboard_clicks(notebook_page: Callable[[str], NotebookPage]):
+    nb, page, dash = _run_to_dashboard(notebook_page, "dashboard-clicks.ipynb")
     canvas = dash.locator(".openreg-timeline canvas").first
     canvas.wait_for()
     details = dash.locator(".openreg-details").first
@@ -70,11 +77,7 @@ def test_dashboard_clicks(notebook_page: Callable[[str], NotebookPage]):
 
 
 def test_dashboard_of_a_kernels_only_trace_says_so(notebook_page: Callable[[str], NotebookPage]):
-    nb = notebook_page("dashboard-kernel-ops.ipynb")
-    assert nb.run_all()
-    page = nb.page
-    dash = page.locator(".openreg-dashboard").first
-    dash.wait_for(timeout=60_000)
+    nb, page, dash = _run_to_dashboard(notebook_page, "dashboard-kernel-ops.ipynb")
     assert "Op events come from openreg's kernels and fallback only" in dash.inner_text()
     cells = " ".join(dash.locator(".openreg-table td").all_inner_texts())  # every op, before a click
     assert "aten::mm" in cells and "fallback" in cells and "composite" not in cells
