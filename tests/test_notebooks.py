@@ -1,9 +1,11 @@
 """Every tutorial notebook is stored clean, runs top to bottom without an error or a warning, shows
-our views as widgets (with a text/html fallback), and its exercise's check cell accepts the solution."""
+our views as widgets (with a text/html fallback), and its exercise's check cell asks for an answer
+until the exercise is done, then accepts the solution. Each notebook is executed once for all of it."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -78,10 +80,35 @@ def _view_classes(state: dict[str, Any], model_id: str) -> set[str]:
     return classes
 
 
-@by_name
-def test_notebook_runs(path: Path):
+@dataclass
+class Executed:
+    """A notebook run the way a learner runs it: every cell top to bottom as stored, then the
+    exercise filled in with its solution and the check cell run again, in the same kernel."""
+
+    path: Path
+    nb: Any
+    first_check: str  # what the check cell printed for the exercise as stored (not yet answered)
+    second_check: str  # what it printed after the solution
+
+
+def _printed(cell: Any) -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+
+
+@pytest.fixture(scope="module", params=NOTEBOOKS, ids=lambda p: p.name)
+def executed(request: pytest.FixtureRequest) -> Executed:
+    path: Path = request.param
     nb = nbformat.read(path, as_version=4)
+    exercise, check = nb.cells[-2], nb.cells[-1]
+    solution = nbformat.v4.new_code_cell(exercise.metadata["openreg_lab"]["solution"])
+    again = nbformat.v4.new_code_cell(check.source)
+    nb.cells += [solution, again]
     _execute(nb, path)
+    return Executed(path, nb, _printed(check), _printed(again))
+
+
+def test_notebook_runs(executed: Executed):
+    nb = executed.nb
     outputs = _outputs(nb)
     errors = [o for o in outputs if o.output_type == "error"]
     assert errors == []
@@ -99,15 +126,10 @@ def test_notebook_runs(path: Path):
             shown |= classes
             if set(state[model_id]["state"].get("_dom_classes", ())) & ALL_VIEW_CLASSES:
                 assert "text/html" in o.data, f"{classes & ALL_VIEW_CLASSES}: no text/html fallback"
-    missing = set(VIEWS[path.name]) - shown
+    missing = set(VIEWS[executed.path.name]) - shown
     assert not missing, f"views not in the outputs: {sorted(missing)}"
 
 
-@by_name
-def test_notebook_exercise_check_accepts_the_solution(path: Path):
-    nb = nbformat.read(path, as_version=4)
-    exercise, check = nb.cells[-2], nb.cells[-1]
-    exercise.source = exercise.metadata["openreg_lab"]["solution"]
-    _execute(nb, path)
-    text = "".join(o.get("text", "") for o in check.outputs if o.output_type == "stream")
-    assert text.startswith("✓ Correct"), text
+def test_notebook_exercise_check_waits_for_an_answer_then_accepts_the_solution(executed: Executed):
+    assert executed.first_check.startswith("Your turn:"), executed.first_check
+    assert executed.second_check.startswith("✓ Correct"), executed.second_check
