@@ -3,13 +3,15 @@ arithmetic on the traces and coverage tables, their controls recompute."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 import torch
 from views_data import training_trace
 
 import openreg_lab
+from openreg_lab import theme
 from openreg_lab.views.comparison import compare_table
-from openreg_lab.views.coverage_view import families, lacks
+from openreg_lab.views.coverage_view import families, lacks, treemap_nodes
 from openreg_lab.views.dispatch_explorer import key_grid
 
 
@@ -105,6 +107,51 @@ def test_coverage_view_groups_searches_recomputes_and_counts_hits(pair):
     assert "overloads" in bundle["text/html"] and bundle["text/plain"].startswith(
         "<openreg coverage explorer"
     )
+
+
+def _overloads(*rows: tuple[str, str, str, str, int, int]) -> pd.DataFrame:
+    """A families() table from (name, resolution, kernel, category, hits, time_ns) rows."""
+    cols = ["name", "resolution", "kernel", "category", "hits", "time_ns"]
+    fam = pd.DataFrame(rows, columns=cols)
+    fam["namespace"] = fam["name"].str.split("::").str[0]
+    fam["overload"] = fam["name"].str.partition(".")[2]
+    fam["family"] = fam["name"].str.split(".", n=1).str[0]
+    return fam
+
+
+def test_treemap_nodes_are_namespaces_groups_families_then_overloads():
+    fam = _overloads(
+        ("myns::op", "fallback", "fallback", "other", 0, 0),
+        ("aten::add.out", "fallback", "fallback", "pointwise", 0, 0),
+        ("aten::sum", "native", "native", "reduction", 1, 500),
+        ("aten::add.Tensor", "native", "native", "pointwise", 2, 1500),
+    )
+    nodes = treemap_nodes(fam)
+    native, fallback = theme.RESOLUTION_COLORS["native"], theme.RESOLUTION_COLORS["fallback"]
+    assert nodes.to_dict("split")["data"] == [
+        ["aten", "aten", "", "#f1f3f5", 0.0, "aten: 3 overloads"],
+        ["myns", "myns", "", "#f1f3f5", 0.0, "myns: 1 overloads"],
+        ["aten/pointwise", "pointwise", "aten", "#e9ecef", 0.0, "pointwise: 2 overloads"],
+        ["aten/reduction", "reduction", "aten", "#e9ecef", 0.0, "reduction: 1 overloads"],
+        ["myns/other", "other", "myns", "#e9ecef", 0.0, "other: 1 overloads"],
+        ["aten/pointwise/aten::add", "add", "aten/pointwise", "#dee2e6", 0.0, "aten::add: 1/2 native"],
+        ["aten/reduction/aten::sum", "sum", "aten/reduction", "#dee2e6", 0.0, "aten::sum: 1/1 native"],
+        ["myns/other/myns::op", "op", "myns/other", "#dee2e6", 0.0, "myns::op: 0/1 native"],
+        # Leaves keep their order within a family, are sized by time in the trace, name their kernel.
+        ["aten/pointwise/aten::add/aten::add.out", "out", "aten/pointwise/aten::add", fallback, 0.0,
+         "aten::add.out<br>fallback, runs as fallback<br>0 calls, 0 ns"],
+        ["aten/pointwise/aten::add/aten::add.Tensor", "Tensor", "aten/pointwise/aten::add", native, 1500.0,
+         "aten::add.Tensor<br>native, runs as native<br>2 calls, 1.5 µs"],
+        ["aten/reduction/aten::sum/aten::sum", "default", "aten/reduction/aten::sum", native, 500.0,
+         "aten::sum<br>native, runs as native<br>1 calls, 500 ns"],
+        ["myns/other/myns::op/myns::op", "default", "myns/other/myns::op", fallback, 0.0,
+         "myns::op<br>fallback, runs as fallback<br>0 calls, 0 ns"],
+    ]  # fmt: skip
+    # Without a trace, every overload is one unit.
+    untimed = treemap_nodes(fam.assign(hits=0, time_ns=0))
+    assert untimed["value"].tolist() == [0.0] * 8 + [1.0] * 4
+    # Every parent is a node, and the namespaces are the roots.
+    assert set(nodes["parent"]) - set(nodes["id"]) == {""}
 
 
 def test_dispatch_explorer_grid_path_toggles_and_callables():

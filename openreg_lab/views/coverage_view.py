@@ -58,6 +58,91 @@ def lacks(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     return rows[["name", "resolution", "kernel"]].reset_index(drop=True)
 
 
+def treemap_nodes(rows: pd.DataFrame) -> pd.DataFrame:
+    """The treemap's nodes, one row each (``id``, ``label``, ``parent``, ``color``, ``value``,
+    ``hover``): namespaces, then groups, then families, then the overloads of ``rows`` (a
+    ``families()`` table) as leaves, sized by time in the trace when there is one, else one unit each.
+    Built column-wise: the explorer redraws all of it on every search and profile change."""
+    use_time = bool(rows["time_ns"].sum())
+    rows = rows.sort_values(["namespace", "category", "family"], kind="stable")
+    t = pd.DataFrame({c: rows[c].astype(str).values for c in ("namespace", "category", "family")})
+    t["group_id"] = t["namespace"] + "/" + t["category"]
+    t["family_id"] = t["group_id"] + "/" + t["family"]
+    native = pd.Series(rows["resolution"].eq("native").values).groupby(t["family_id"]).sum()
+    count = {c: t[c].value_counts() for c in ("namespace", "group_id", "family_id")}
+
+    def level(
+        first: pd.DataFrame, id_col: str, label: pd.Series, parent: Any, color: str, hover: pd.Series
+    ) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "id": first[id_col],
+                "label": label,
+                "parent": parent,
+                "color": color,
+                "value": 0.0,
+                "hover": hover,
+            }
+        )
+
+    spaces = t.drop_duplicates("namespace")
+    groups = t.drop_duplicates("group_id")
+    fams = t.drop_duplicates("family_id")
+    n = {
+        c: f[c].map(count[c]).astype(str)
+        for c, f in (("namespace", spaces), ("group_id", groups), ("family_id", fams))
+    }
+    time_ns = rows["time_ns"].astype(float)
+    names = zip(rows["name"], rows["resolution"], rows["kernel"], rows["hits"], time_ns, strict=True)
+    leaves = pd.DataFrame(
+        {
+            "id": (t["family_id"] + "/" + rows["name"].values).values,
+            "label": [o or "default" for o in rows["overload"]],
+            "parent": t["family_id"].values,
+            "color": [theme.RESOLUTION_COLORS.get(r, theme.OTHER_COLOR) for r in rows["resolution"]],
+            "value": time_ns.clip(lower=0.0).values if use_time else 1.0,
+            "hover": [
+                f"{nm}<br>{r}, runs as {k}<br>{h} calls, {theme.format_ns(ns)}" for nm, r, k, h, ns in names
+            ],
+        }
+    )
+    return pd.concat(
+        [
+            level(
+                spaces,
+                "namespace",
+                spaces["namespace"],
+                "",
+                "#f1f3f5",
+                spaces["namespace"] + ": " + n["namespace"] + " overloads",
+            ),
+            level(
+                groups,
+                "group_id",
+                groups["category"],
+                groups["namespace"],
+                "#e9ecef",
+                groups["category"] + ": " + n["group_id"] + " overloads",
+            ),
+            level(
+                fams,
+                "family_id",
+                fams["family"].str.split("::").str[-1],
+                fams["group_id"],
+                "#dee2e6",
+                fams["family"]
+                + ": "
+                + fams["family_id"].map(native).astype(str)
+                + "/"
+                + n["family_id"]
+                + " native",
+            ),
+            leaves,
+        ],
+        ignore_index=True,
+    )
+
+
 def treemap(fam: pd.DataFrame, search: str = "") -> Any:
     """A treemap namespace > group > family > overload, leaves coloured by resolution, sized by
     time in the trace when there is one (else one unit per overload)."""
@@ -67,43 +152,9 @@ def treemap(fam: pd.DataFrame, search: str = "") -> Any:
     if len(rows) > TREEMAP_LIMIT:
         # Keep what ran, then the rest by name: the table below holds every row.
         rows = rows.sort_values(["hits", "name"], ascending=[False, True]).head(TREEMAP_LIMIT)
-    ids, labels, parents, colors, values, hover = [], [], [], [], [], []
-    use_time = bool(rows["time_ns"].sum())
-
-    def node(i: str, label: str, parent: str, color: str, value: float, text: str) -> None:
-        ids.append(i)
-        labels.append(label)
-        parents.append(parent)
-        colors.append(color)
-        values.append(value)
-        hover.append(text)
-
-    for ns, g1 in rows.groupby("namespace", sort=True):
-        node(ns, ns, "", "#f1f3f5", 0, f"{ns}: {len(g1)} overloads")
-        for cat, g2 in g1.groupby("category", sort=True):
-            node(f"{ns}/{cat}", cat, ns, "#e9ecef", 0, f"{cat}: {len(g2)} overloads")
-            for fam_name, g3 in g2.groupby("family", sort=True):
-                fid = f"{ns}/{cat}/{fam_name}"
-                native = int((g3["resolution"] == "native").sum())
-                node(
-                    fid,
-                    fam_name.split("::")[-1],
-                    f"{ns}/{cat}",
-                    "#dee2e6",
-                    0,
-                    f"{fam_name}: {native}/{len(g3)} native",
-                )
-                for r in g3.itertuples(index=False):
-                    value = float(r.time_ns) if use_time else 1.0
-                    node(
-                        f"{fid}/{r.name}",
-                        r.overload or "default",
-                        fid,
-                        theme.RESOLUTION_COLORS.get(r.resolution, theme.OTHER_COLOR),
-                        max(value, 1.0 if not use_time else 0.0),
-                        f"{r.name}<br>{r.resolution}, runs as {r.kernel}<br>"
-                        f"{r.hits} calls, {theme.format_ns(r.time_ns)}",
-                    )
+    nodes = treemap_nodes(rows)
+    ids, labels, parents = nodes["id"].tolist(), nodes["label"].tolist(), nodes["parent"].tolist()
+    colors, values, hover = nodes["color"].tolist(), nodes["value"].tolist(), nodes["hover"].tolist()
     fig = go.Figure(
         go.Treemap(
             ids=ids,
