@@ -69,7 +69,6 @@ def treemap_nodes(rows: pd.DataFrame) -> pd.DataFrame:
     t["group_id"] = t["namespace"] + "/" + t["category"]
     t["family_id"] = t["group_id"] + "/" + t["family"]
     native = pd.Series(rows["resolution"].eq("native").values).groupby(t["family_id"]).sum()
-    count = {c: t[c].value_counts() for c in ("namespace", "group_id", "family_id")}
 
     def level(
         first: pd.DataFrame, id_col: str, label: pd.Series, parent: Any, color: str, hover: pd.Series
@@ -88,8 +87,8 @@ def treemap_nodes(rows: pd.DataFrame) -> pd.DataFrame:
     spaces = t.drop_duplicates("namespace")
     groups = t.drop_duplicates("group_id")
     fams = t.drop_duplicates("family_id")
-    n = {
-        c: f[c].map(count[c]).astype(str)
+    n = {  # overloads under each namespace, group and family, as text
+        c: f[c].map(t[c].value_counts()).astype(str)
         for c, f in (("namespace", spaces), ("group_id", groups), ("family_id", fams))
     }
     time_ns = rows["time_ns"].astype(float)
