@@ -62,7 +62,7 @@ def totals_table(trace: Any) -> str:
     table = format_table(["", "calls", "time ms", "bytes"], rows, [False, True, True, True])
     dropped = f", {trace.dropped} dropped" if trace.dropped else ", none dropped"
     kernels_only = ""
-    if getattr(trace, "ops", "all") == "kernels":
+    if trace.ops == "kernels":
         kernels_only = "\nop events: openreg's kernels only (--ops kernels): no composites, no backward nodes"
     return f"{table}\nevents: {event_counts(ev)}{dropped}{kernels_only}"
 

@@ -21,9 +21,12 @@ def _until(predicate: Callable[[], bool], timeout_s: float = 20) -> bool:
     return False
 
 
-def _click_a_slice(page: Any, canvas: Any, details: Any) -> tuple[dict, float]:
-    """Click along thread 0's top row until a slice is hit: the details panel names an op.
-    Returns the timeline's box and the row's y."""
+def _click_a_slice(page: Any, dash: Any) -> tuple[Any, dict, float]:
+    """Click along thread 0's top row of the dashboard's timeline until a slice is hit: the details
+    panel names an op. Returns the details panel, the timeline's box and the row's y."""
+    canvas = dash.locator(".openreg-timeline canvas").first
+    canvas.wait_for()
+    details = dash.locator(".openreg-details").first
     assert "Click a slice" in details.inner_text()
     box = canvas.bounding_box()
     assert box is not None
@@ -33,26 +36,22 @@ def _click_a_slice(page: Any, canvas: Any, details: Any) -> tuple[dict, float]:
         if _until(lambda: "dispatch path" in details.inner_text(), 1.0):
             break
     assert "dispatch path" in details.inner_text(), "no slice answered a click on the timeline"
-    return box, row_y
+    return details, box, row_y
 
 
-def _run_to_dashboard(
-    notebook_page: Callable[[str], NotebookPage], name: str
-) -> tuple[NotebookPage, Any, Any]:
+def _run_to_dashboard(notebook_page: Callable[[str], NotebookPage], name: str) -> tuple[NotebookPage, Any]:
     """Open fixture `name`, run all its cells and wait for its first dashboard."""
     nb = notebook_page(name)
     assert nb.run_all()
     dash = nb.page.locator(".openreg-dashboard").first
     dash.wait_for(timeout=60_000)
-    return nb, nb.page, dash
+    return nb, dash
 
 
 def test_dashboard_clicks(notebook_page: Callable[[str], NotebookPage]):
-    nb, page, dash = _run_to_dashboard(notebook_page, "dashboard-clicks.ipynb")
-    canvas = dash.locator(".openreg-timeline canvas").first
-    canvas.wait_for()
-    details = dash.locator(".openreg-details").first
-    box, row_y = _click_a_slice(page, canvas, details)
+    nb, dash = _run_to_dashboard(notebook_page, "dashboard-clicks.ipynb")
+    page = nb.page
+    _, box, row_y = _click_a_slice(page, dash)
     # A band of the Sankey filters the op table (the chip names the flow).
     links = dash.locator(".sankey .sankey-link")
     assert links.count() >= 3
@@ -77,13 +76,10 @@ def test_dashboard_clicks(notebook_page: Callable[[str], NotebookPage]):
 
 
 def test_dashboard_of_a_kernels_only_trace_says_so(notebook_page: Callable[[str], NotebookPage]):
-    nb, page, dash = _run_to_dashboard(notebook_page, "dashboard-kernel-ops.ipynb")
+    nb, dash = _run_to_dashboard(notebook_page, "dashboard-kernel-ops.ipynb")
     assert "Op events come from openreg's kernels and fallback only" in dash.inner_text()
     cells = " ".join(dash.locator(".openreg-table td").all_inner_texts())  # every op, before a click
     assert "aten::mm" in cells and "fallback" in cells and "composite" not in cells
-    canvas = dash.locator(".openreg-timeline canvas").first
-    canvas.wait_for()
-    details = dash.locator(".openreg-details").first
-    _click_a_slice(page, canvas, details)
+    details, _, _ = _click_a_slice(nb.page, dash)
     assert "PrivateUse1" in details.inner_text()  # the path from the kernel's own key
     nb.assert_clean()
