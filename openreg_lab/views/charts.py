@@ -14,6 +14,7 @@ from plotly.subplots import make_subplots
 from openreg_lab import theme
 from openreg_lab.recording import analysis
 from openreg_lab.views import tables
+from openreg_lab.views._embed import plotly_text
 from openreg_lab.views.lod import Pyramid
 
 #: Fallback bars drawn at most (the rest are summed in the table).
@@ -28,6 +29,7 @@ def shown_fallbacks(fb: pd.DataFrame) -> pd.DataFrame:
 def fallbacks(fb: pd.DataFrame) -> go.Figure:
     """Fallbacks ranked by cost, each a bar split into copy to CPU, CPU compute and copy back."""
     fb = shown_fallbacks(fb)
+    names = [plotly_text(n) for n in fb["name"]]  # Note [Strings reaching a page]
     fig = go.Figure()
     parts = [
         ("copy to CPU", "copy_to_cpu_ns", "bytes_to_cpu"),
@@ -39,11 +41,12 @@ def fallbacks(fb: pd.DataFrame) -> go.Figure:
         hover = [
             f"{n}<br>{label}: {theme.format_ns(v)}"
             + (f", {theme.format_bytes(b)}" if nbytes else "")
-            + f"<br>{int(c)} calls; from {', '.join(s) if len(s) else 'unknown (trace with stack=True)'}"
-            for n, v, b, c, s in zip(fb["name"], fb[col], moved, fb["calls"], fb["sources"], strict=True)
+            + f"<br>{int(c)} calls; from "
+            + plotly_text(", ".join(s) if len(s) else "unknown (trace with stack=True)")
+            for n, v, b, c, s in zip(names, fb[col], moved, fb["calls"], fb["sources"], strict=True)
         ]
         fig.add_bar(
-            y=fb["name"].tolist(),
+            y=names,
             x=(fb[col] / 1e6).tolist(),
             orientation="h",
             name=label,
@@ -78,7 +81,7 @@ def dispatch_flow(flows: pd.DataFrame, weight: str = "calls") -> go.Figure:
         go.Sankey(
             arrangement="snap",
             node={
-                "label": nodes,
+                "label": [plotly_text(n) for n in nodes],
                 "color": [tables.node_color(n) for n in nodes],
                 "pad": 14,
                 "thickness": 14,
@@ -142,16 +145,16 @@ def copies_and_casts(events: pd.DataFrame) -> go.Figure:
         for p in pair.unique():
             mine = casts[pair == p]
             fig.add_bar(
-                x=mine["op"].tolist(),
+                x=[plotly_text(op) for op in mine["op"]],
                 y=mine["bytes"].tolist(),
-                name=p,
+                name=plotly_text(p),
                 row=2,
                 col=1,
                 marker_color=theme.CAST_COLOR
                 if p.endswith("bfloat16") or p.endswith("float16")
                 else "#9d4edd",
                 customdata=np.stack([mine["casts"], mine["cache_hits"]], axis=1).tolist(),
-                hovertemplate="%{x} " + p + ": %{y:,} bytes in %{customdata[0]} casts, "
+                hovertemplate="%{x} %{fullData.name}: %{y:,} bytes in %{customdata[0]} casts, "
                 "%{customdata[1]} cache hits<extra></extra>",
             )
     fig.update_layout(**theme.plotly_layout(barmode="stack", height=520, bargap=0.05))
@@ -168,8 +171,11 @@ def memory(events: pd.DataFrame, pyramid: Pyramid, px: int = 1200) -> go.Figure:
     names = events["name"].to_numpy()
     peaks = tables.memory_peaks(events)
     for k, w in enumerate(pyramid.query(0, max(pyramid.span, 1), px).counters):
-        ops = [names[owner[e]] if owner[e] >= 0 else "(outside any op)" for e in np.asarray(w["event"])]
-        device = str(w["device"])
+        ops = [
+            plotly_text(names[owner[e]]) if owner[e] >= 0 else "(outside any op)"
+            for e in np.asarray(w["event"])
+        ]
+        device = plotly_text(w["device"])
         fig.add_scatter(
             x=(np.asarray(w["t"]) / 1e6).tolist(),
             y=np.asarray(w["last"]).tolist(),
@@ -178,7 +184,7 @@ def memory(events: pd.DataFrame, pyramid: Pyramid, px: int = 1200) -> go.Figure:
             name=device,
             line_color=[theme.MEMORY_COLOR, "#2a9d8f", "#8ab17d"][k % 3],
             customdata=ops,
-            hovertemplate="%{y:,} bytes at %{x:.3f} ms<br>%{customdata}<extra>" + device + "</extra>",
+            hovertemplate="%{y:,} bytes at %{x:.3f} ms<br>%{customdata}<extra>%{fullData.name}</extra>",
         )
     for p in peaks.itertuples(index=False):
         fig.add_scatter(
@@ -189,7 +195,9 @@ def memory(events: pd.DataFrame, pyramid: Pyramid, px: int = 1200) -> go.Figure:
             text=[f"peak {theme.format_bytes(p.peak_bytes)}"],
             textposition="top center",
             showlegend=False,
-            hovertemplate=f"peak on {p.device}: {p.peak_bytes:,} bytes<br>allocated by {p.op}<extra></extra>",
+            customdata=[[plotly_text(p.device), f"{p.peak_bytes:,}", plotly_text(p.op)]],
+            hovertemplate="peak on %{customdata[0]}: %{customdata[1]} bytes<br>"
+            "allocated by %{customdata[2]}<extra></extra>",
         )
     fig.update_layout(
         **theme.plotly_layout(

@@ -17,6 +17,7 @@ from openreg_lab import theme
 from openreg_lab.dispatch import profiles
 from openreg_lab.dispatch.coverage import RESOLUTIONS, coverage
 from openreg_lab.views import png, static
+from openreg_lab.views._embed import plotly_text
 from openreg_lab.views.table import Column, Table, substring_filter
 
 #: Tags that name an op's family group (the first one an op has wins), then "other".
@@ -65,6 +66,13 @@ def treemap_nodes(rows: pd.DataFrame) -> pd.DataFrame:
     Built column-wise: the explorer redraws all of it on every search and profile change."""
     use_time = bool(rows["time_ns"].sum())
     rows = rows.sort_values(["namespace", "category", "family"], kind="stable")
+    # Every string is plotly text here (Note [Strings reaching a page]): custom ops name themselves.
+    rows = rows.assign(
+        **{
+            c: rows[c].astype(str).map(plotly_text)
+            for c in ("namespace", "family", "name", "overload", "kernel")
+        }
+    )
     t = pd.DataFrame({c: rows[c].astype(str).values for c in ("namespace", "category", "family")})
     t["group_id"] = t["namespace"] + "/" + t["category"]
     t["family_id"] = t["group_id"] + "/" + t["family"]

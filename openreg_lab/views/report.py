@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import pandas as pd
 import torch
 
 from openreg_lab.views import charts, static, tables
+from openreg_lab.views._embed import plain_text, script_json
 from openreg_lab.views.lod import Pyramid
 from openreg_lab.views.timeline import COLOR_NAMES, PALETTE, marks_of, payload, rows_of
 
@@ -130,8 +130,8 @@ h1{{font-size:20px}} h2{{font-size:15px;margin-top:22px}} section{{margin-bottom
 {cov}
 <script type="module">
 {_static_model_js()}
-const mod = await import(URL.createObjectURL(new Blob([{json.dumps(js)}], {{type: "text/javascript"}})));
-mod.default.render({{model: staticModel({json.dumps(model)}), el: document.getElementById("timeline")}});
+const mod = await import(URL.createObjectURL(new Blob([{script_json(js)}], {{type: "text/javascript"}})));
+mod.default.render({{model: staticModel({script_json(model)}), el: document.getElementById("timeline")}});
 </script>
 </body></html>
 """
@@ -216,6 +216,6 @@ def write_report(
         op_events=op_events,
     )
     try:
-        Path(path).write_text(text, encoding="utf-8")
+        Path(path).write_text(plain_text(text), encoding="utf-8")
     except OSError as e:
         raise OSError(f"cannot write the report to {path!r}: {e.strerror or e}") from None

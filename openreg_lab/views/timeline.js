@@ -98,8 +98,12 @@ function render({ model, el }) {
   const palette = model.get("palette");
   const colorNames = model.get("color_names");
   colorNames.forEach((n, i) => {
+    // Built node by node, never from markup: every string stays text (Note [Strings reaching a page]).
     const s = document.createElement("span");
-    s.innerHTML = `<span style="display:inline-block;width:10px;height:10px;background:${palette[i]};margin-right:4px;vertical-align:middle"></span>${n}`;
+    const swatch = document.createElement("span");
+    swatch.style.cssText = "display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle";
+    swatch.style.background = palette[i];
+    s.append(swatch, document.createTextNode(String(n)));
     legend.appendChild(s);
   });
 

@@ -1,0 +1,47 @@
+"""Putting data into a page safely: the one way views embed JSON in ``<script>`` and strings in
+plotly's text (Note [Strings reaching a page]).
+
+# Note [Strings reaching a page]
+# Marks, op and kernel names, dispatch keys, source paths, dtypes, run info and profile names come
+# from users (or from a trace file anyone may send): every one of them must reach a page as inert
+# text. Three places interpret what they are given:
+#
+# * HTML markup and attributes: ``html.escape`` (quotes included), as ``static.py`` does.
+# * A ``<script>`` element: the HTML parser ends it at the first ``</script`` (case-insensitive)
+#   whatever JavaScript thinks, and ``<!--`` changes how it looks for the end. ``script_json``
+#   writes JSON with ``<``, ``>`` and ``&`` as ``\\u003c``-style escapes (JavaScript reads the same
+#   string; the HTML parser never sees a tag) and only ASCII, so a lone surrogate or U+2028 cannot
+#   break the file's encoding or the script either.
+# * plotly's text (hover text, tick and node labels): plotly.js reads a subset of HTML there
+#   (``<b>``, ``<br>``, ``<a href>``, ``<span style>``) and decodes entities. ``plotly_text``
+#   escapes a string so it shows as itself; templates (``hovertemplate``) carry data only through
+#   ``%{customdata}``, never by pasting a string into the template, which would interpret ``%{``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+_SCRIPT_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"}
+
+
+def script_json(value: Any) -> str:
+    """``value`` as JSON text that may sit inside a ``<script>`` element (Note [Strings reaching a
+    page]): the same value to JavaScript, no markup to the HTML parser, ASCII only."""
+    return json.dumps(value, ensure_ascii=True).translate(_SCRIPT_ESCAPES)
+
+
+def plotly_text(s: object) -> str:
+    """``s`` as plotly text that displays as itself (Note [Strings reaching a page])."""
+    return html.escape(str(s), quote=True)
+
+
+def plain_text(s: str) -> str:
+    """``s`` with lone surrogates (which no UTF-8 file or page can hold) replaced by U+FFFD."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return s
