@@ -40,6 +40,8 @@ assert EVENT_DTYPE.itemsize == 64
 KINDS = ("op", "backward", "fallback", "copy", "cast", "alloc", "free", "mark")
 KERNELS = ("", "native", "fallback", "composite", "generic")
 CPU, NO_DEVICE = -1, -2
+MAX_DEVICES = 16  # openreg devices are 0..15 (OPENREG_DEVICE_COUNT, csrc/runtime/Device)
+MAX_DTYPE = 63  # the largest c10::ScalarType code a dtype column may hold (-1: none)
 CACHE_HIT = 1
 
 # c10::ScalarType codes -> names ("float32"), for the dtype columns.

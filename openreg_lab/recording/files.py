@@ -15,7 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from openreg_lab.recording.events import EVENT_DTYPE, KERNELS, KINDS, Columns
+from openreg_lab.recording.events import (
+    EVENT_DTYPE,
+    KERNELS,
+    KINDS,
+    MAX_DEVICES,
+    MAX_DTYPE,
+    NO_DEVICE,
+    Columns,
+)
 
 MAGIC = "openreg-lab trace"
 OPS = ("all", "kernels")  # trace(ops=...): where the op events came from
@@ -78,14 +86,22 @@ def read(path: str | os.PathLike[str]) -> Saved:
             if "header" not in data.files:
                 raise ValueError("no header")
             header = json.loads(bytes(data["header"]).decode())
+            if not isinstance(header, dict):
+                raise _Damaged(f"its header is a JSON {type(header).__name__}, not an object")
             if header.get("magic") != MAGIC:
                 raise ValueError("wrong magic")
-            if header.get("version") != VERSION:
-                raise _Version(header.get("version"))
+            if not _is_int(header.get("version")) or header["version"] < 1:
+                raise _Damaged(
+                    f"its header's version is {_short(header.get('version'))}, not a positive integer"
+                )
+            if header["version"] != VERSION:
+                raise _Version(header["version"])
             fields = {name[2:]: data[name] for name in data.files if name.startswith("f_")}
             pool = data["pool"]
     except FileNotFoundError:
         raise
+    except _Damaged as d:
+        problem: str | None = str(d)
     except _Version as v:
         raise ValueError(
             f"{os.fspath(path)!r} is an openreg-lab trace of format version {v.version}; this "
@@ -96,7 +112,8 @@ def read(path: str | os.PathLike[str]) -> Saved:
             f"{os.fspath(path)!r} is not a readable openreg-lab trace ({type(e).__name__}: {e}). "
             "Trace files are written by Trace.save(); the file may be truncated or of another kind"
         ) from None
-    problem = _damage(header, fields, pool)
+    else:
+        problem = _damage(header, fields, pool)
     if problem is not None:
         raise ValueError(
             f"{os.fspath(path)!r} is a damaged openreg-lab trace: {problem}. Trace files are written by "
@@ -115,48 +132,149 @@ def read(path: str | os.PathLike[str]) -> Saved:
 
 
 _FIELDS = (*EVENT_DTYPE.names, "id", "thread")
-_HEADER = {"strings": list, "threads": dict, "capacity": int, "dropped": int, "record_shapes": bool,
-           "stack": bool, "t0": int}  # fmt: skip
+_INT64_MAX = 2**63 - 1
+#: Header fields: their type and range (inclusive), and what they are, for the error message.
+_HEADER: dict[str, tuple[type, int | None, int | None, str]] = {
+    "capacity": (int, 1, _INT64_MAX, "a number of events from 1 to 2**63 - 1"),
+    "dropped": (int, 0, _INT64_MAX, "a count of events (0 or more)"),
+    "t0": (int, 0, _INT64_MAX, "a monotonic clock time in ns from 0 to 2**63 - 1"),
+    "record_shapes": (bool, None, None, "true or false"),
+    "stack": (bool, None, None, "true or false"),
+    "strings": (list, None, None, "a list of strings"),
+    "threads": (dict, None, None, "an object of thread index -> OS thread id"),
+}
+#: Columns holding a code of an enum: their smallest and largest valid code (devices as the
+#: recorder writes them: -2 none, -1 CPU, 0..15 openreg; dtypes: -1 none, c10::ScalarType codes).
+_CODES = {
+    "kind": (0, len(KINDS) - 1, "kind"),
+    "kernel": (0, len(KERNELS) - 1, "kernel"),
+    "device": (NO_DEVICE, MAX_DEVICES - 1, "device"),
+    "src": (NO_DEVICE, MAX_DEVICES - 1, "device"),
+    "dst": (NO_DEVICE, MAX_DEVICES - 1, "device"),
+    "from_dtype": (-1, MAX_DTYPE, "dtype"),
+    "to_dtype": (-1, MAX_DTYPE, "dtype"),
+}
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _header_problem(header: dict[str, Any]) -> str | None:
+    """What is wrong with the header's fields (None: nothing), naming the field."""
+    for key, (kind, lo, hi, what) in _HEADER.items():
+        if key not in header:
+            return f"its header lacks {key!r}"
+        v = header[key]
+        ok = _is_int(v) if kind is int else isinstance(v, kind)
+        if ok and lo is not None and not lo <= v <= (hi if hi is not None else v):
+            ok = False
+        if not ok:
+            return f"its header's {key} is {_short(v)}, not {what}"
+    if not all(isinstance(x, str) for x in header["strings"]):
+        return "its string table holds something other than strings"
+    try:
+        "".join(header["strings"]).encode("utf-8")
+    except UnicodeEncodeError:
+        return "its string table holds a string that is not valid Unicode (a lone surrogate)"
+    for k, v in header["threads"].items():
+        if not (k.isdigit() and k.isascii() and _is_int(v) and v >= 0):
+            return (
+                f"its header's threads has {_short(k)}: {_short(v)}, not a thread index and an OS thread id"
+            )
+    if header.get("ops", "all") not in OPS:
+        return f"its header's ops is {_short(header.get('ops'))}, not one of {', '.join(OPS)}"
+    return None
+
+
+def _short(v: object) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _damage(header: dict[str, Any], fields: dict[str, np.ndarray], pool: np.ndarray) -> str | None:
-    """What makes the file's contents inconsistent (None: nothing): every index into the string
-    table, the event kinds, parents and shape offsets must point inside what the file holds."""
-    for key, kind in _HEADER.items():
-        if not isinstance(header.get(key), kind):
-            return f"its header lacks {key!r}"
-    if header.get("ops", "all") not in OPS:
-        return f"its header's ops is {header.get('ops')!r}, not one of {', '.join(OPS)}"
+    """What makes the file's contents inconsistent (None: nothing), naming the field: the header's
+    fields have their types and ranges; every column is integers of one length; every index into
+    the string table, the shapes pool and the events points inside what the file holds, and a
+    parent comes before its children (so no chain of parents is a cycle); every code of an enum
+    column is known; counts and times are not negative."""
+    problem = _header_problem(header)
+    if problem is not None:
+        return problem
     missing = [f for f in _FIELDS if f not in fields]
     if missing:
         return f"it lacks the columns {', '.join(missing)}"
+    for name, v in (*fields.items(), ("pool", pool)):
+        if v.ndim != 1 or not np.issubdtype(v.dtype, np.integer):
+            col = "shapes pool" if name == "pool" else f"{name} column"
+            what = "values" if v.ndim == 1 else f"of {v.ndim} dimensions"
+            return f"its {col} holds {v.dtype} {what}, not integers"
     n = len(fields["id"])
     if any(len(v) != n for v in fields.values()):
         return "its columns disagree in length"
     if not np.array_equal(fields["id"], np.arange(n)):
         return "its event ids are not 0..n-1"
+    if n == 0:
+        return None
     strings = header["strings"]
-    if not all(isinstance(x, str) for x in strings):
-        return "its string table holds something other than strings"
     for col in ("name", "dispatch", "source"):
-        if n and int(fields[col].max()) >= len(strings):
-            return f"its {col} column points past its string table ({len(strings)} strings)"
-    if n and not (0 <= int(fields["kind"].min()) and int(fields["kind"].max()) < len(KINDS)):
-        return "an event has an unknown kind"
-    if n and not (0 <= int(fields["kernel"].min()) and int(fields["kernel"].max()) < len(KERNELS)):
-        return "an event has an unknown kernel"
-    parent = fields["parent"]
-    if n and ((parent < -1) | (parent >= n)).any():
-        return "an event's parent is not an event of the file"
-    shapes = fields["shapes"]
-    has = shapes >= 0
-    if has.any():
-        offsets = shapes[has].astype(np.int64)
-        if int(offsets.max()) >= len(pool) or (shapes < -1).any():
-            return "a shapes offset points past the shapes pool"
-        if (pool[offsets] < 0).any() or (offsets + 1 + 2 * pool[offsets] > len(pool)).any():
+        lo, hi = int(fields[col].min()), int(fields[col].max())
+        if lo < 0 or hi >= len(strings):
+            bad = lo if lo < 0 else hi
+            return f"its {col} column points past its string table ({len(strings)} strings): {bad}"
+    for col, (lo, hi, what) in _CODES.items():
+        bad = (fields[col] < lo) | (fields[col] > hi)
+        if bad.any():
+            v = int(fields[col][bad][0])
+            return f"an event has an unknown {what} in its {col} column ({v}; known: {lo} to {hi})"
+    parent = fields["parent"].astype(np.int64)
+    if ((parent < -1) | (parent >= n)).any():
+        return "an event's parent is not an event of the file (parent column)"
+    if (parent >= fields["id"]).any():
+        i = int(np.flatnonzero(parent >= fields["id"])[0])
+        return (
+            f"event {i}'s parent is {int(parent[i])}, not an earlier event (parent column: a parent "
+            "comes before its children, and no event is its own ancestor)"
+        )
+    threads = {int(k) for k in header["threads"]}
+    unknown_threads = set(np.unique(fields["thread"]).tolist()) - threads
+    if unknown_threads:
+        return f"its thread column names threads its header's threads lacks: {sorted(unknown_threads)[:5]}"
+    for col, lo in (("start_ns", 0), ("dur_ns", -1), ("bytes", 0)):
+        if int(fields[col].min()) < lo:
+            return f"its {col} column holds {int(fields[col].min())}, below {lo}"
+    return _shapes_problem(fields["shapes"], pool)
+
+
+def _shapes_problem(shapes: np.ndarray, pool: np.ndarray) -> str | None:
+    """Every op's shapes record (count, then per argument dtype, ndim, sizes) lies inside the pool."""
+    if (shapes < -1).any():
+        return "a shapes offset points past the shapes pool (shapes column)"
+    offsets = np.unique(shapes[shapes >= 0]).astype(np.int64)
+    if not len(offsets):
+        return None
+    if int(offsets.max()) >= len(pool):
+        return "a shapes offset points past the shapes pool (shapes column)"
+    count = pool[offsets].astype(np.int64)
+    if (count < 0).any():
+        return "the shapes pool is truncated (a negative argument count)"
+    pos = offsets + 1
+    for k in range(int(count.max())):
+        live = count > k
+        at = pos[live]
+        if (at + 2 > len(pool)).any():
             return "the shapes pool is truncated"
+        ndim = pool[at + 1].astype(np.int64)
+        if (ndim < 0).any():
+            return "the shapes pool is truncated (a negative number of dimensions)"
+        pos[live] = at + 2 + ndim
+    if (pos > len(pool)).any():
+        return "the shapes pool is truncated"
     return None
+
+
+class _Damaged(Exception):
+    """A header field is wrong before the columns can be read (said as a damaged file)."""
 
 
 class _Version(Exception):

@@ -394,9 +394,9 @@ def _to_frame(c: Columns, t0: int) -> pd.DataFrame:
     kind = np.array(_events.KINDS, dtype=object)[f["kind"]]
     is_op = f["kind"] == 0
     kernels = np.array([None, *_events.KERNELS[1:]], dtype=object)
-    devices = {code: _events.device_name(code) for code in range(-2, 16)}
+    devices = {code: _events.device_name(code) for code in range(_events.NO_DEVICE, _events.MAX_DEVICES)}
     dev = np.vectorize(devices.__getitem__, otypes=[object])
-    dtypes = {code: _events.dtype_name(code) for code in range(-1, 64)}
+    dtypes = {code: _events.dtype_name(code) for code in range(-1, _events.MAX_DTYPE + 1)}
     dt = np.vectorize(dtypes.__getitem__, otypes=[object])
     is_cast = f["kind"] == 4
     is_mem = (f["kind"] == 5) | (f["kind"] == 6)
