@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from openreg_lab import theme
+from openreg_lab.recording import _atomic
 
 # Tracks of the Chrome trace: ops on their thread's track, copies, casts and memory on their own.
 _COPY_TRACK = 1_000_000
@@ -66,7 +67,7 @@ def write(path: str | os.PathLike[str], ev: pd.DataFrame, threads: dict[int, int
             {"name": row.name, "cat": row.kind, "ph": "X", "ts": ts, "dur": max(row.dur_ns, 0) / 1000.0,
              "pid": pid, "tid": tid, "args": args, **({"cname": colour} if colour else {})}
         )  # fmt: skip
-    with open(path, "w") as f:
+    with _atomic.replacing(path, "w", encoding="utf-8") as f:
         # Strict JSON (no NaN / Infinity): Perfetto and chrome://tracing reject anything else.
         json.dump({"traceEvents": out, "displayTimeUnit": "ns"}, f, allow_nan=False)
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from openreg_lab.recording import _atomic
 from openreg_lab.recording.events import (
     EVENT_DTYPE,
     KERNELS,
@@ -54,7 +55,8 @@ def save(
     t0: int,
     ops: str = "all",
 ) -> None:
-    """Write the columns ``c`` of a trace and its settings to ``path`` (conventionally ``*.trace``)."""
+    """Write the columns ``c`` of a trace and its settings to ``path`` (conventionally ``*.trace``),
+    whole or not at all: a save that fails part way leaves the file that was there untouched."""
     header = {
         "magic": MAGIC,
         "version": VERSION,
@@ -70,7 +72,7 @@ def save(
     arrays = {f"f_{name}": values for name, values in c.fields.items()}
     arrays["pool"] = c.pool
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
-    with open(path, "wb") as f:
+    with _atomic.replacing(path) as f:  # a failed save leaves the file that was there
         np.savez(f, **arrays)
 
 

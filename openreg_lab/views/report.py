@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from openreg_lab.recording import _atomic
 from openreg_lab.views import charts, static, tables
 from openreg_lab.views._embed import plain_text, script_json
 from openreg_lab.views.lod import Pyramid
@@ -216,6 +217,7 @@ def write_report(
         op_events=op_events,
     )
     try:
-        Path(path).write_text(plain_text(text), encoding="utf-8")
+        with _atomic.replacing(path, "w", encoding="utf-8") as f:
+            f.write(plain_text(text))
     except OSError as e:
         raise OSError(f"cannot write the report to {path!r}: {e.strerror or e}") from None
