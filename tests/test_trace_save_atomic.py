@@ -69,3 +69,23 @@ def test_a_missing_folder_names_the_path_asked_for(tmp_path):
     with pytest.raises(FileNotFoundError) as e:
         small_trace().save(path)
     assert e.value.filename == str(path)
+
+
+def test_a_writable_file_in_a_folder_that_refuses_new_files_is_still_saved(tmp_path, monkeypatch):
+    path = tmp_path / "t.trace"
+    path.write_bytes(b"old")
+    real_open = os.open
+
+    def refuse_new_files(name, flags, *args):  # a read-only folder (as a non-root user sees it)
+        if flags & os.O_CREAT:
+            raise PermissionError(errno.EACCES, "Permission denied", name)
+        return real_open(name, flags, *args)
+
+    monkeypatch.setattr(os, "open", refuse_new_files)
+    small_trace().save(path)
+    monkeypatch.undo()
+    assert len(openreg_lab.load_trace(path)) == len(small_trace())
+    with pytest.raises(PermissionError) as e:  # and a new file there names the path asked for
+        monkeypatch.setattr(os, "open", refuse_new_files)
+        small_trace().save(tmp_path / "new.trace")
+    assert e.value.filename == str(tmp_path / "new.trace")

@@ -10,6 +10,7 @@ writes, not against a power cut.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 from collections.abc import Iterator
@@ -23,7 +24,8 @@ def replacing(path: str | os.PathLike[str], mode: str = "wb", **open_kwargs: Any
 
     The new file gets the old one's permission bits, or the usual ones (0o666 less the umask).
     A symbolic link at ``path`` is kept: its target is replaced. Errors opening the file name
-    ``path``, not the temporary file.
+    ``path``, not the temporary file. A writable file in a folder where no file may be created
+    is written in place (the one case that is not atomic).
     """
     target = os.fspath(path)
     real = os.path.realpath(target) if os.path.islink(target) else target
@@ -31,6 +33,13 @@ def replacing(path: str | os.PathLike[str], mode: str = "wb", **open_kwargs: Any
     tmp = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except PermissionError:
+        if not (os.path.isfile(real) and os.access(real, os.W_OK)):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), target) from None
+        # A writable file in a folder we may not add to: written in place, as before (not atomic).
+        with open(real, mode, **open_kwargs) as f:
+            yield f
+        return
     except OSError as e:
         raise type(e)(e.errno, e.strerror, target) from None
     try:
