@@ -9,12 +9,14 @@ even when it raises or is interrupted.
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
 import importlib.util
 import inspect
 import os
 import runpy
 import shlex
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Sequence
@@ -34,8 +36,11 @@ examples:
   openreg-lab run --html report.html -m openreg_lab.examples.train_lm --steps 8
 
 Everything after the script (or -m MODULE) is passed to it. The script's exit code is the command's
-(130 after Ctrl-C); the trace and the report are written even when the script fails. What
-openreg-lab prints goes to stderr, so the script keeps stdout.
+(130 after Ctrl-C); the trace and the report are written even when the script fails. Output paths
+are relative to the directory openreg-lab starts in, even if the script changes it. The trace
+stays open until the script's own (non-daemon) threads end, as Python waits for them. A script
+that ends with os._exit(), exec or a signal that kills the process (SIGKILL) writes nothing.
+What openreg-lab prints goes to stderr, so the script keeps stdout.
 """
 
 
@@ -79,7 +84,7 @@ def add_parser(sub: Any) -> Parser:
     )
     p.add_argument(
         "--capacity",
-        type=positive_int,
+        type=_capacity,
         default=_default_capacity(),
         help="the most events to keep; the rest are counted as dropped (default %(default)s; "
         "e.g. --capacity 5000000)",
@@ -107,6 +112,16 @@ def add_parser(sub: Any) -> Parser:
     p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     p.set_defaults(handler=None)  # cli.main calls run.main: parsing stops at the script
     return p
+
+
+def _capacity(text: str) -> int:
+    """argparse type: a trace capacity, from 1 to 2**63 - 1 events."""
+    from openreg_lab.recording.session import MAX_CAPACITY
+
+    value = positive_int(text)
+    if value > MAX_CAPACITY:
+        raise argparse.ArgumentTypeError(f"expected at most 2**63 - 1 events, got {text!r}")
+    return value
 
 
 def _default_capacity() -> int:
@@ -180,10 +195,32 @@ def _check(ns: argparse.Namespace) -> None:
             raise UsageError(f"-m {ns.module}: {e}") from None
         if spec is None:
             raise UsageError(f"-m {ns.module}: no module named {ns.module!r}")
+        if spec.submodule_search_locations is not None and not _has_main(spec.submodule_search_locations):
+            raise UsageError(
+                f"-m {ns.module}: is a package without a __main__ module, so it cannot be run; "
+                f"run one of its modules (-m {ns.module}.NAME)"
+            )
     check_output(ns.html, "--html")
     check_output(ns.trace, "--trace")
     check_output(ns.chrome, "--chrome")
     check_profile(ns.profile)
+    # Resolved now: a script that changes directory must not move our outputs.
+    for option in ("html", "trace", "chrome"):
+        if getattr(ns, option) is not None:
+            setattr(ns, option, os.path.abspath(getattr(ns, option)))
+
+
+def _has_main(locations: Sequence[str]) -> bool:
+    """Whether a package found in ``locations`` has a ``__main__`` module (without importing it)."""
+    names = {f"__main__{suffix}" for suffix in importlib.machinery.all_suffixes()}
+    return any(os.path.isdir(os.path.join(d, "__main__")) or names & set(_listdir(d)) for d in locations)
+
+
+def _listdir(d: str) -> list[str]:
+    try:
+        return os.listdir(d)
+    except OSError:
+        return []
 
 
 def execute(ns: argparse.Namespace, command: str) -> int:
@@ -209,6 +246,7 @@ def execute(ns: argparse.Namespace, command: str) -> int:
         progress.start()
         try:
             code, how = run_target(ns)
+            code, how, left = _wait_for_threads(code, how)
         finally:
             progress.stop()
     elapsed = time.monotonic() - start
@@ -220,12 +258,53 @@ def execute(ns: argparse.Namespace, command: str) -> int:
         "fallback policy": policy,
         "from cuda": "yes" if ns.from_cuda else "no",
     }
+    if left:
+        info["left out"] = left
     print(f"openreg-lab run: {name} {how} (exit code {code}) after {elapsed:.1f} s", file=sys.stderr)
+    if left:
+        print(f"openreg-lab run: {left}", file=sys.stderr)
     _outputs.print_summary(trace, ns.top)
     written = _outputs.write(trace, info, html=ns.html, trace_path=ns.trace, chrome=ns.chrome)
     if not written and code == 0:
         return 1
     return code
+
+
+def _wait_for_threads(code: int, how: str) -> tuple[int, str, str]:
+    """Wait for the script's non-daemon threads, as Python does before it exits, so that the trace
+    holds their events; return the exit code, how the run ended and what the trace leaves out
+    ("" when nothing: daemon threads still running, or a Ctrl-C that stopped the wait)."""
+    me = threading.current_thread()
+    try:
+        while True:
+            alive = [t for t in threading.enumerate() if t is not me and not t.daemon and t.is_alive()]
+            if not alive:
+                break
+            for t in alive:
+                t.join()
+    except KeyboardInterrupt:
+        running = [t for t in threading.enumerate() if t is not me and t.is_alive()]
+        return (
+            130,
+            "was interrupted",
+            (
+                f"{len(running)} threads of the script were still running when Ctrl-C stopped the wait "
+                "for them: what they did afterwards is not in the trace"
+            ),
+        )
+    daemons = [t for t in threading.enumerate() if t is not me and t.daemon and t.is_alive()]
+    ours = [t for t in daemons if t.name.startswith("openreg-lab")]
+    if len(daemons) > len(ours):
+        n = len(daemons) - len(ours)
+        return (
+            code,
+            how,
+            (
+                f"{n} daemon thread{'s' if n > 1 else ''} of the script {'were' if n > 1 else 'was'} still "
+                "running when it ended: what they did afterwards is not in the trace"
+            ),
+        )
+    return code, how, ""
 
 
 def run_target(ns: argparse.Namespace) -> tuple[int, str]:

@@ -1,0 +1,125 @@
+"""Issue 22, points 3 and 6: how a script ends under ``openreg-lab run`` (threads that outlive its
+main code, a change of directory, os._exit) and the arguments refused before it starts. Run
+in-process through ``cli.main``, as tests/test_cli_commands.py does."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from cli_helpers import openreg_lab as run_openreg_lab
+
+import openreg_lab
+from openreg_lab.cli import main
+
+THREADS = """\
+import threading
+import torch
+import openreg_lab
+
+x = torch.arange(4.0, device="openreg")
+start = threading.Event()
+
+def work():
+    start.wait()
+    for _ in range(200):
+        x.cumsum(0)  # a CPU fallback
+
+threads = [threading.Thread(target=work) for _ in range(2)]
+for t in threads:
+    t.start()
+start.set()  # the script's main code returns at once: Python waits for the threads
+"""
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["run", *argv], prog="openreg-lab")
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_threads_that_outlive_the_script_are_recorded(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "threads.py").write_text(THREADS)
+    code, _, err = _run(capsys, "--trace", "t.trace", "threads.py")
+    assert code == 0, err
+    ev = openreg_lab.load_trace(tmp_path / "t.trace").events
+    assert int((ev["kind"] == "fallback").sum()) == 400  # every call of both threads
+    assert "not in the trace" not in err
+
+
+def test_daemon_threads_still_running_are_said_to_be_left_out(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    script = """\
+        import threading, time
+        stop = threading.Event()
+        threading.Thread(target=stop.wait, daemon=True, name="spinner").start()
+        """
+    (tmp_path / "daemon.py").write_text(textwrap.dedent(script))
+    code, _, err = _run(capsys, "--html", "r.html", "daemon.py")
+    assert code == 0
+    line = "openreg-lab run: 1 daemon thread of the script was still running when it ended: "
+    assert line + "what they did afterwards is not in the trace" in err
+    assert "what they did afterwards is not in the trace" in (tmp_path / "r.html").read_text()
+
+
+def test_outputs_stay_where_run_started_when_the_script_changes_directory(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "moves.py").write_text(
+        "import os, torch\ntorch.ones(2, device='openreg') + 1\nos.chdir('elsewhere')\n"
+    )
+    code, _, err = _run(capsys, "--trace", "t.trace", "--html", "r.html", "--chrome", "c.json", "moves.py")
+    assert code == 0, err
+    assert sorted(p.name for p in (tmp_path / "elsewhere").iterdir()) == []
+    for name in ("t.trace", "r.html", "c.json"):
+        assert (tmp_path / name).stat().st_size > 0, name
+        assert f"to {tmp_path / name}" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--capacity=9223372036854775808", "x.py"], "expected at most 2**63 - 1 events"),
+        (["--capacity", str(2**70), "x.py"], "expected at most 2**63 - 1 events"),
+        (["-m", "pkg_without_main"], "-m pkg_without_main: is a package without a __main__ module"),
+    ],
+)
+def test_bad_run_arguments_are_one_line_and_exit_2(tmp_path, capsys, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "x.py").write_text("raise SystemExit('must not run')\n")
+    (tmp_path / "pkg_without_main").mkdir()
+    (tmp_path / "pkg_without_main" / "__init__.py").write_text("raise SystemExit('must not run')\n")
+    code, out, err = _run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and message in err, err
+    assert "must not run" not in err
+
+
+def test_a_package_with_main_still_runs(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "pkg_with_main").mkdir()
+    (tmp_path / "pkg_with_main" / "__init__.py").write_text("")
+    (tmp_path / "pkg_with_main" / "__main__.py").write_text("import sys\nsys.exit(3)\n")
+    code, _, err = _run(capsys, "-m", "pkg_with_main")
+    assert code == 3, err
+
+
+def test_help_says_what_os_exit_writes(capsys):
+    assert main(["run", "--help"], prog="openreg-lab") == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert (
+        "A script that ends with os._exit(), exec or a signal that kills the process (SIGKILL) writes nothing"
+        in out
+    )
+    assert "Output paths are relative to the directory openreg-lab starts in" in out
+
+
+def test_os_exit_writes_nothing_as_documented(tmp_path):
+    """A real process: os._exit ends it before any of our code runs again (README, run --help)."""
+    (tmp_path / "quits.py").write_text("import os, torch\ntorch.ones(2, device='openreg') + 1\nos._exit(4)\n")
+    p = run_openreg_lab("run", "--trace", "t.trace", "quits.py", cwd=tmp_path, timeout=120)
+    assert p.returncode == 4
+    assert not (tmp_path / "t.trace").exists()
