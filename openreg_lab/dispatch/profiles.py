@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -201,7 +202,9 @@ def _resolve(profile: Profile) -> tuple[str, frozenset[str]]:
         if isinstance(profile, str) and text in BUILTIN_PROFILES:
             return text, profile_ops(text)
         if os.path.isfile(text):
-            return os.path.basename(text), _load_file(text) | _minimal()
+            # The name is shown and recorded (a mark): a file name's undecodable bytes become U+FFFD.
+            name = re.sub("[\ud800-\udfff]", "\ufffd", os.path.basename(text))
+            return name, _load_file(text) | _minimal()
         if os.path.isdir(text):
             raise ValueError(f"profile {text!r} is a directory: {_forms()}")
         hint = ""
@@ -223,6 +226,15 @@ def _resolve(profile: Profile) -> tuple[str, frozenset[str]]:
             raise TypeError(f"a profile cannot be {type(profile).__name__}: {_forms()}") from None
         names = _names_in(names, "profile")
     return "custom", _check_names(names, "profile") | _minimal()
+
+
+def resolve_profile(profile: Profile) -> tuple[str, frozenset[str]]:
+    """``(name, ops)`` of a profile in any form ``use_profile`` accepts: a built-in name, a file's
+    base name or ``"custom"`` for a list or mapping, and its operators. Raises the ``TypeError`` or
+    ``ValueError`` ``use_profile`` would."""
+    if isinstance(profile, str) and profile in BUILTIN_PROFILES:
+        return profile, profile_ops(profile)
+    return _resolve(profile)
 
 
 def profile_ops(profile: Profile) -> frozenset[str]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import operator
 import os
+import re
 import sysconfig
 import threading
 import time
@@ -93,11 +94,15 @@ def mark(name: str) -> None:
                 openreg_lab.mark(f"step {step}")
                 train_step()
 
-    Does nothing when no trace is open.
+    Does nothing when no trace is open. A lone surrogate (``"\\ud800"``, which no UTF-8 file or
+    page can hold) is recorded as U+FFFD, the replacement character.
     """
     if not isinstance(name, str):
         raise TypeError(f"openreg_lab.mark(name) takes a string, got {type(name).__name__}")
-    _C._trace_mark(name)
+    _C._trace_mark(_LONE_SURROGATE.sub("\ufffd", name))
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def events_so_far() -> int:

@@ -180,17 +180,33 @@ def treemap(fam: pd.DataFrame, search: str = "") -> Any:
 
 
 class CoverageView(w.VBox):
-    """The coverage explorer; ``profile`` and ``versus`` are profile names (None: the active one)."""
+    """The coverage explorer. ``profile`` and ``versus`` take every form ``use_profile`` does (a
+    built-in name, a YAML or JSON file, a list or mapping of operator names); ``profile=None`` is
+    the active profile, whatever its form; a bad one raises the profiles' own error."""
 
-    def __init__(self, profile: str | None = None, trace: Any = None, versus: str | None = None) -> None:
+    def __init__(
+        self,
+        profile: profiles.Profile | None = None,
+        trace: Any = None,
+        versus: profiles.Profile | None = None,
+    ) -> None:
         self.trace = trace
-        names = list(profiles.BUILTIN_PROFILES)
-        current = profile if profile is not None else (profiles.get_profile() or "default")
-        if current not in names:
-            names.append(current)
+        # Each choice by its label (a built-in name, a file's base name, "custom"): the picker
+        # shows labels, and coverage() gets the profile itself.
+        self._choices: dict[str, profiles.Profile] = {n: n for n in profiles.BUILTIN_PROFILES}
+        if profile is None and profiles.active_profile_ops() is not None:
+            current = self._add_choice(
+                profiles.get_profile() or "custom", sorted(profiles.active_profile_ops() or ())
+            )
+        elif profile is None:
+            current = "default"
+        else:
+            current = self._add_choice(profiles.resolve_profile(profile)[0], profile)
+        other = None if versus is None else self._add_choice(profiles.resolve_profile(versus)[0], versus)
+        names = list(self._choices)
         self.picker = w.Dropdown(options=names, value=current, description="profile")
         self.versus = w.Dropdown(
-            options=[("(none)", None), *[(n, n) for n in names]], value=versus, description="lacks vs"
+            options=[("(none)", None), *[(n, n) for n in names]], value=other, description="lacks vs"
         )
         self.search = w.Text(placeholder="search ops…", description="search", continuous_update=False)
         self.summary = w.HTML()
@@ -217,11 +233,22 @@ class CoverageView(w.VBox):
         super().__init__([controls, self.summary, self.figure, self.table, self.lacks_html])
         self.add_class("openreg-coverage")
 
+    def _add_choice(self, label: str, profile: profiles.Profile) -> str:
+        """Add ``profile`` under ``label`` (made unique when another profile has it); return the label."""
+        if label in profiles.BUILTIN_PROFILES and profile == label:
+            return label
+        base, k = label, 1
+        while label in self._choices and self._choices[label] != profile:
+            k += 1
+            label = f"{base} ({k})"
+        self._choices[label] = profile
+        return label
+
     def _compute(self, profile: str) -> pd.DataFrame:
-        return families(coverage(profile=profile, trace=self.trace))
+        return families(coverage(profile=self._choices.get(profile, profile), trace=self.trace))
 
     def set_profile(self, profile: str) -> None:
-        """Recompute everything for ``profile``."""
+        """Recompute everything for ``profile`` (one of the picker's labels)."""
         self.data = self._compute(profile)
         self.table.set_frame(self.data)
         self._redraw()
@@ -240,7 +267,7 @@ class CoverageView(w.VBox):
     def _update_text(self) -> None:
         self.summary.value = self.summary_html()
         if self.versus.value:
-            other = families(coverage(profile=self.versus.value))
+            other = families(coverage(profile=self._choices[self.versus.value]))
             missing = lacks(self.data, other)
             self.lacks_html.value = (
                 f"<b>{len(missing)} overloads are native under {html.escape(self.versus.value)} "

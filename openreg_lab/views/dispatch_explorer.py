@@ -134,7 +134,15 @@ def _op_name(op: Any) -> str:
     if isinstance(op, torch._ops.OpOverload):
         return op.name()
     if isinstance(op, torch._ops.OpOverloadPacket):
-        return f"{op._qualified_op_name}.default"
+        # Its default overload if the dispatcher has it, else its first one the dispatcher has
+        # (aten::add -> aten::add.Tensor: its "default" is TorchScript's, not the dispatcher's).
+        qual = op._qualified_op_name
+        registered = set(torch._C._dispatch_get_all_op_names())
+        overloads = sorted(op.overloads(), key=lambda o: o != "default")
+        for o in overloads:
+            if (qual if o == "default" else f"{qual}.{o}") in registered:
+                return f"{qual}.{o}"
+        return f"{qual}.default"
     name = str(op)
     return name if "::" in name else f"aten::{name}"
 
@@ -149,6 +157,8 @@ class DispatchExplorer(w.VBox):
             else None
         )
         self._user_args = (args, kwargs) if (args or kwargs) else None
+        # A packet with your inputs is explained as explain() does: the overload the arguments pick.
+        self._packet = op if isinstance(op, torch._ops.OpOverloadPacket) else None
         names = sorted(torch._C._dispatch_get_all_op_names())
         start = "aten::linear" if op is None or self._fn is not None else _op_name(op)
         if (
@@ -222,6 +232,7 @@ class DispatchExplorer(w.VBox):
         if change["new"] in self.picker.options:
             self._fn = None
             self._user_args = None
+            self._packet = None
             self.run()
 
     @contextlib.contextmanager
@@ -253,7 +264,8 @@ class DispatchExplorer(w.VBox):
                 e = _explain.explain(self._fn)
                 note = f"ran {e.called}"
             elif self._user_args is not None:
-                e = _explain.explain(self.op.removesuffix(".default"), *call[1], **call[2])
+                target = self._packet if self._packet is not None else self.op.removesuffix(".default")
+                e = _explain.explain(target, *call[1], **call[2])
                 note = "ran on your inputs"
             else:
                 fn, args, kwargs = call
