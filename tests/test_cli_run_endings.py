@@ -123,3 +123,52 @@ def test_os_exit_writes_nothing_as_documented(tmp_path):
     p = run_openreg_lab("run", "--trace", "t.trace", "quits.py", cwd=tmp_path, timeout=120)
     assert p.returncode == 4
     assert not (tmp_path / "t.trace").exists()
+
+
+def test_a_child_the_script_forks_writes_nothing(tmp_path):
+    """The child returns from the script like its parent (no os._exit), after the parent waited for
+    it: only the parent writes the outputs, and they hold the parent's events."""
+    script = """\
+        import os, torch, openreg_lab
+        x = torch.ones(2, device="openreg")
+        pid = os.fork()
+        if pid == 0:
+            openreg_lab.mark("child")
+            x * 3
+        else:
+            os.waitpid(pid, 0)
+            x + 1
+        """
+    (tmp_path / "forks.py").write_text(textwrap.dedent(script))
+    p = run_openreg_lab("run", "--trace", "t.trace", "forks.py", cwd=tmp_path, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.count("openreg-lab: wrote the trace to") == 1, p.stderr
+    assert "TraceForkedWarning" not in p.stderr
+    ev = openreg_lab.load_trace(tmp_path / "t.trace").events
+    assert (ev["name"] == "aten::add.Tensor").sum() == 1 and (ev["kind"] == "mark").sum() == 0
+
+
+def test_sigterm_ends_the_script_and_keeps_the_partial_trace(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    from cli_helpers import env
+
+    (tmp_path / "slow.py").write_text(
+        "import time, torch\ntorch.ones(3, device='openreg').cumsum(0)\nprint('ready', flush=True)\n"
+        "while True:\n    time.sleep(0.05)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "openreg_lab", "run", "--trace", "t.trace", "slow.py"],
+        cwd=tmp_path, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert "slow.py was terminated (SIGTERM) (exit code 143)" in err
+    assert openreg_lab.load_trace(tmp_path / "t.trace").fallbacks()["name"].tolist() == ["aten::cumsum.out"]

@@ -11,9 +11,10 @@ Nothing here imports the views (Note [Views are plugged in] in ``session``).
 from openreg_lab.recording.session import (
     Trace,
     TraceDroppedEventsWarning,
+    TraceForkedWarning,
     load_trace,
     mark,
     trace,
 )
 
-__all__ = ["Trace", "TraceDroppedEventsWarning", "load_trace", "mark", "trace"]
+__all__ = ["Trace", "TraceDroppedEventsWarning", "TraceForkedWarning", "load_trace", "mark", "trace"]

@@ -53,6 +53,10 @@ class TraceDroppedEventsWarning(UserWarning):
     """A trace filled up: some events were not recorded (see ``Trace.dropped``)."""
 
 
+class TraceForkedWarning(UserWarning):
+    """A trace open when the process forked was closed in the child: the parent holds its events."""
+
+
 class Renderer(Protocol):
     """What draws a ``Trace``: ``openreg_lab.views`` installs one (Note [Views are plugged in])."""
 
@@ -170,6 +174,17 @@ _strings: list[str] = []  # every string the recorder interned so far, by id
 _strings_lock = threading.Lock()
 
 
+def _new_strings_lock_in_child() -> None:
+    # Another thread may have held the lock when the process forked: the child would wait for it
+    # for ever (Note [The recorder across fork] in csrc/trace/Recorder.cpp). The list is whole:
+    # it only grows by extend(), under the GIL.
+    global _strings_lock
+    _strings_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_strings_lock_in_child)
+
+
 def _interned_count() -> int:
     """How many strings are interned now, fetching only those added since the last call.
 
@@ -259,6 +274,14 @@ class Trace:
             raise RuntimeError("this trace is not recording: __exit__ without a matching __enter__")
         raw = _C._trace_close(self._session)
         self._session = None
+        if raw.get("inherited"):
+            warnings.warn(
+                "this trace was open when the process forked: the parent process records its events, "
+                "and this child's copy holds none (Note [The recorder across fork]). Open a trace in "
+                "the child to record what the child does",
+                TraceForkedWarning,
+                stacklevel=2,
+            )
         # Merging into columns waits for the first read (tables are not always wanted); the
         # strings are a prefix of the interned ones, copied then (Note [A session costs its window]).
         self._raw = (raw, _interned_count())
