@@ -83,6 +83,8 @@ def test_outputs_stay_where_run_started_when_the_script_changes_directory(tmp_pa
         (["--capacity=9223372036854775808", "x.py"], "expected at most 2**63 - 1 events"),
         (["--capacity", str(2**70), "x.py"], "expected at most 2**63 - 1 events"),
         (["-m", "pkg_without_main"], "-m pkg_without_main: is a package without a __main__ module"),
+        (["--trace", "x.py", "x.py"], "the same file as the script; give each output its own path"),
+        (["--html", "o", "--chrome", "./o", "x.py"], "--html {tmp}/o: the same file as --chrome"),
     ],
 )
 def test_bad_run_arguments_are_one_line_and_exit_2(tmp_path, capsys, monkeypatch, argv, message):
@@ -93,6 +95,7 @@ def test_bad_run_arguments_are_one_line_and_exit_2(tmp_path, capsys, monkeypatch
     (tmp_path / "pkg_without_main" / "__init__.py").write_text("raise SystemExit('must not run')\n")
     code, out, err = _run(capsys, *argv)
     assert code == 2 and out == ""
+    message = message.format(tmp=tmp_path)
     assert len(err.strip().splitlines()) == 1 and message in err, err
     assert "must not run" not in err
 

@@ -213,6 +213,17 @@ def _check(ns: argparse.Namespace) -> None:
     for option in ("html", "trace", "chrome"):
         if getattr(ns, option) is not None:
             setattr(ns, option, os.path.abspath(getattr(ns, option)))
+    # Two outputs in one file, or an output over the script, would lose one of them.
+    seen: dict[str, str] = {}
+    if ns.script is not None:
+        seen[os.path.realpath(ns.script)] = "the script"
+    for option in ("trace", "chrome", "html"):
+        path = getattr(ns, option)
+        if path is None:
+            continue
+        other = seen.setdefault(os.path.realpath(path), f"--{option}")
+        if other != f"--{option}":
+            raise UsageError(f"--{option} {path}: the same file as {other}; give each output its own path")
 
 
 def _has_main(locations: Sequence[str]) -> bool:
