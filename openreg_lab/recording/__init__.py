@@ -2,7 +2,9 @@
 
 - ``session``: ``trace()``, ``Trace``, ``mark()``, ``load_trace()``
 - ``events``: the recorder's fixed-size records as numpy arrays; merging thread buffers
-- ``analysis``: the summary / fallbacks / copies / casts DataFrames
+- ``analysis``: the per-op summary (the one every view shows), fallbacks, copies, casts
+- ``breakdown``: fallback costs, copies over time, casts by op, memory peaks
+- ``flows``: the dispatch flows of the op calls; ``lookup``: one event's details, source lines
 - ``files``: the ``.trace`` file format; ``chrome``: the Chrome Trace Event export
 
 Nothing here imports the views (Note [Views are plugged in] in ``session``).

@@ -5,7 +5,7 @@
     with openreg_lab.trace(record_shapes=True, stack=True) as t:
         loss = model(x).sum()
         loss.backward()
-    t.summary()     # one row per op: calls, native/fallback/composite, time, bytes moved
+    t.summary()     # one row per op and device: calls, how they ran, total and self time, bytes copied
     t.fallbacks()   # ops that ran on CPU, ranked by time including their copies
     t.copies()      # every H2D / D2H / D2D copy and the op that caused it
     t.casts()       # every autocast cast
@@ -331,7 +331,10 @@ class Trace:
         return self._events
 
     def summary(self) -> pd.DataFrame:
-        """One row per op name: calls, how they ran, total and self time, bytes copied."""
+        """One row per op name and device: calls, how they ran (native / fallback / composite /
+        generic), total and self time (Note [Self time]), bytes copied and the dispatch path.
+
+        The dashboard, the report and ``openreg-lab run`` show this same table."""
         return analysis.summary(self.events)
 
     def fallbacks(self) -> pd.DataFrame:

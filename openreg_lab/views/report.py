@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from openreg_lab.views import charts, static, tables
+from openreg_lab.recording import analysis, breakdown, flow
+from openreg_lab.views import charts, static
 from openreg_lab.views.lod import Pyramid
 from openreg_lab.views.timeline import COLOR_NAMES, PALETTE, marks_of, payload, rows_of
 
@@ -51,10 +52,10 @@ def report_html(
         "op events": "every op call" if op_events == "all" else "openreg's kernels only",
         **dict(run_info or {}),
     }
-    fallbacks = tables.fallback_costs(events)
+    fallbacks = breakdown.fallback_costs(events)
     figs = [
         ("Fallbacks", charts.fallbacks(fallbacks)),
-        ("Dispatch flow", charts.dispatch_flow(tables.dispatch_flows(events))),
+        ("Dispatch flow", charts.dispatch_flow(flow.dispatch_flows(events))),
         ("Copies and casts", charts.copies_and_casts(events)),
         ("Memory", charts.memory(events, pyramid)),
     ]
@@ -64,7 +65,7 @@ def report_html(
         div = pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=f"chart{i}")
         chart_html.append(f"<section><h2>{html.escape(name)}</h2>{div}</section>")
         if name == "Fallbacks":
-            chart_html.append(static.fallback_bars_html(fb, tables.savings_sentence(fb)))
+            chart_html.append(static.fallback_bars_html(fb, breakdown.savings_sentence(fb)))
     levels, kept = _timeline_levels(pyramid, events)
     model = {
         "rows": rows_of(pyramid),
@@ -83,7 +84,7 @@ def report_html(
     }
     js = Path(__file__).with_name("timeline.js").read_text()
     plotly_js = plotly.offline.get_plotlyjs()
-    ops = tables.op_table(events)
+    ops = analysis.summary(events)
     cov = ""
     if coverage is not None:
         ran = coverage[coverage["hits"] > 0].sort_values("time_ns", ascending=False)
@@ -108,7 +109,7 @@ def report_html(
         f"{pyramid.slice_count:,} slices: zoomed out, events are aggregated per time bucket and row "
         f"(the longest slice of each is drawn); zooming in draws finer levels, down to {finest}."
     )
-    casts = static.table_html(tables.cast_table(events), static.CAST_COLUMNS, max_rows=100)
+    casts = static.table_html(breakdown.cast_table(events), static.CAST_COLUMNS, max_rows=100)
     info_rows = "".join(
         f"<tr><th style='{static._TH}'>{html.escape(k)}</th>"
         f"<td style='{static._TD}'>{html.escape(str(v))}</td></tr>"

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from openreg_lab import theme
-from openreg_lab.views import tables
+from openreg_lab.recording import analysis, breakdown, flow
 from openreg_lab.views.lod import PALETTE, Pyramid
 
 #: Rows of a static table at most; the rest are counted.
@@ -64,7 +64,7 @@ def header_html(
     """The dashboard's first line: event counts by kind, span, a red warning for dropped events and
     a note when ``op_events`` is ``"kernels"`` (only the ops openreg ran were recorded)."""
     kinds = events["kind"].value_counts().to_dict()
-    span = tables._span(events)
+    span = analysis.span(events)
     counts = ", ".join(f"{n:,} {k}" for k, n in kinds.items())
     warn = ""
     if dropped:
@@ -201,18 +201,18 @@ def dashboard_html(
     ``fallbacks``) so that displaying it does not compute them twice.
     """
     pyramid = pyramid if pyramid is not None else Pyramid(events)
-    ops = ops if ops is not None else tables.op_table(events)
-    flows = flows if flows is not None else tables.dispatch_flows(events)
-    fb = fallbacks if fallbacks is not None else tables.fallback_costs(events)
-    casts = tables.cast_table(events)
-    peaks = tables.memory_peaks(events)
+    ops = ops if ops is not None else analysis.summary(events)
+    flows = flows if flows is not None else flow.dispatch_flows(events)
+    fb = fallbacks if fallbacks is not None else breakdown.fallback_costs(events)
+    casts = breakdown.cast_table(events)
+    peaks = breakdown.memory_peaks(events)
     sections = [
         header_html(events, dropped=dropped, capacity=capacity, op_events=op_events),
         timeline_svg(pyramid),
         "<h4>Ops</h4>",
         table_html(ops, OP_COLUMNS),
         "<h4>Fallbacks</h4>",
-        fallback_bars_html(fb, tables.savings_sentence(fb)),
+        fallback_bars_html(fb, breakdown.savings_sentence(fb)),
         "<h4>Dispatch flow</h4>",
         table_html(flows, FLOW_COLUMNS),
         "<h4>Autocast casts</h4>",

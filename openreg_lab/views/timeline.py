@@ -17,7 +17,7 @@ import pandas as pd
 import traitlets
 
 from openreg_lab import theme
-from openreg_lab.views import tables
+from openreg_lab.recording import lookup
 from openreg_lab.views.lod import COLOR_KEYS, PALETTE, Pyramid, Query
 
 _ESM = Path(__file__).with_name("timeline.js")
@@ -109,7 +109,7 @@ def _info(cols: dict[str, np.ndarray], i: int) -> str:
     if cols["bytes"][i]:
         lines.append(f"bytes: {theme.format_bytes(int(cols['bytes'][i]))}")
     if isinstance(cols["source"][i], str):
-        lines.append(f"source: {tables.cell_source(cols['source'][i])}")
+        lines.append(f"source: {lookup.cell_source(cols['source'][i])}")
     return "\n".join(lines)
 
 
