@@ -32,6 +32,7 @@ examples:
       --shapes --stack --from-cuda train.py --epochs 1
   openreg-lab run -m mypackage.train --epochs 1
   openreg-lab run --html report.html -m openreg_lab.examples.train_lm --steps 8
+  openreg-lab run --steps 5:8 --html steady.html train.py   # only training steps 5 to 8
 
 Everything after the script (or -m MODULE) is passed to it. The script's exit code is the command's
 (130 after Ctrl-C); the trace and the report are written even when the script fails. What
@@ -78,6 +79,12 @@ def add_parser(sub: Any) -> Parser:
         "kernels and CPU fallback run (kernels: a few percent; e.g. --ops kernels)",
     )
     p.add_argument(
+        "--steps",
+        type=_steps,
+        help="record only these training steps, counted from 0 (a step ends at each optimizer.step() "
+        "or openreg_lab.step()): e.g. --steps 5:8 for steps 5 to 8; what was skipped is said",
+    )
+    p.add_argument(
         "--capacity",
         type=positive_int,
         default=_default_capacity(),
@@ -107,6 +114,19 @@ def add_parser(sub: Any) -> Parser:
     p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     p.set_defaults(handler=None)  # cli.main calls run.main: parsing stops at the script
     return p
+
+
+def _steps(text: str) -> str:
+    """``--steps``'s value, checked as ``trace(steps=...)`` checks it."""
+    from openreg_lab.recording import steps
+
+    try:
+        steps.parse(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected FIRST:LAST or one step number, counted from 0 (e.g. 5:8), got {text!r}"
+        ) from None
+    return text
 
 
 def _default_capacity() -> int:
@@ -193,7 +213,11 @@ def execute(ns: argparse.Namespace, command: str) -> int:
 
     name = ns.module or os.path.basename(ns.script)
     trace = openreg_lab.trace(
-        record_shapes=ns.shapes, stack=ns.stack, capacity=ns.capacity, ops=getattr(ns, "ops", "all")
+        record_shapes=ns.shapes,
+        stack=ns.stack,
+        capacity=ns.capacity,
+        ops=getattr(ns, "ops", "all"),
+        steps=getattr(ns, "steps", None),
     )
     progress = Progress(sys.stderr, f"openreg-lab run {name}", count=events_so_far)
     start = time.monotonic()

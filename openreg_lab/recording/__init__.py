@@ -1,6 +1,7 @@
 """The recording layer (``csrc/trace`` seen from Python): ``trace()``, ``Trace`` and its tables.
 
 - ``session``: ``trace()``, ``Trace``, ``mark()``, ``load_trace()``
+- ``steps``: ``step()`` (and the optimizer hook calling it), the per-step table
 - ``events``: the recorder's fixed-size records as numpy arrays; merging thread buffers
 - ``analysis``: the per-op summary (the one every view shows), fallbacks, copies, casts
 - ``breakdown``: fallback costs, copies over time, casts by op, memory peaks
@@ -17,5 +18,6 @@ from openreg_lab.recording.session import (
     mark,
     trace,
 )
+from openreg_lab.recording.steps import step
 
-__all__ = ["Trace", "TraceDroppedEventsWarning", "load_trace", "mark", "trace"]
+__all__ = ["Trace", "TraceDroppedEventsWarning", "load_trace", "mark", "step", "trace"]

@@ -18,6 +18,8 @@ import traitlets
 
 from openreg_lab import theme
 from openreg_lab.recording import analysis, breakdown, flow, lookup
+from openreg_lab.recording.verdict import Verdict
+from openreg_lab.recording.verdict import verdict as verdict_of
 from openreg_lab.views import charts, png, static
 from openreg_lab.views.details import details_html
 from openreg_lab.views.lod import Pyramid
@@ -50,7 +52,13 @@ class Dashboard(w.VBox):
     """The dashboard of one trace, from its events table (``Trace.events``)."""
 
     def __init__(
-        self, events: pd.DataFrame, *, dropped: int = 0, capacity: int | None = None, op_events: str = "all"
+        self,
+        events: pd.DataFrame,
+        *,
+        dropped: int = 0,
+        capacity: int | None = None,
+        op_events: str = "all",
+        verdict: Verdict | None = None,
     ) -> None:
         self.events = events
         self.dropped = dropped
@@ -61,9 +69,13 @@ class Dashboard(w.VBox):
         self.ops = analysis.summary(events)
         self.flows = flow.dispatch_flows(events)
         self.fallbacks = breakdown.fallback_costs(events)
-        self.header = w.HTML(
-            static.header_html(events, dropped=dropped, capacity=capacity, op_events=op_events)
+        # The verdict first (Trace.verdict(): what falls back, what it costs, what to implement first).
+        self.verdict = (
+            verdict
+            if verdict is not None
+            else verdict_of(events, dropped=dropped, capacity=capacity, op_events=op_events)
         )
+        self.header = w.HTML(static.header_html(events, self.verdict))
         self.timeline = Timeline(events, self.pyramid, layout=w.Layout(width="100%"))
         devices = sorted(d for d in self.ops["device"].unique() if d != "-")
         self.table = Table(
@@ -216,6 +228,7 @@ class Dashboard(w.VBox):
             ops=self.ops,
             flows=self.flows,
             fallbacks=self.fallbacks,
+            verdict=self.verdict,
         )
         bundle["text/plain"] = static.one_line(self.events, self.dropped)
         return png.add_png(bundle, self.figure_for(self.chart_tabs.value) if png.enabled() else None)
@@ -231,4 +244,10 @@ def _figure_widget() -> Any:
 
 def dashboard(trace: Any) -> Dashboard:
     """The dashboard of a ``Trace`` (what ``Trace.show()`` returns)."""
-    return Dashboard(trace.events, dropped=trace.dropped, capacity=trace.capacity, op_events=trace.ops)
+    return Dashboard(
+        trace.events,
+        dropped=trace.dropped,
+        capacity=trace.capacity,
+        op_events=trace.ops,
+        verdict=trace.verdict(),
+    )
