@@ -78,7 +78,7 @@ def test_the_report_opens_on_the_verdict_and_zooms_to_a_step(browser: Any, repor
     assert [o.split(":")[0] for o in options[1:]] == [f"step {n}" for n in steps["step"]]
     status = page.locator(".openreg-timeline-status")
     whole = int(status.get_attribute("data-items"))
-    picker.select_option("1")  # the second step
+    picker.select_option("1")  # by value: the step at position 1
     page.wait_for_timeout(300)
     assert int(status.get_attribute("data-items")) < whole
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
