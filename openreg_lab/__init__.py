@@ -26,6 +26,7 @@ from openreg_lab.dispatch.fallback import fallback_policy, get_fallback_policy, 
 from openreg_lab.dispatch.native import native_ops, native_ops_by_family, via_cpu_ops
 from openreg_lab.dispatch.profiles import get_profile, profile_ops, set_profile, use_profile
 from openreg_lab.recording.session import Trace, TraceDroppedEventsWarning, load_trace, mark, trace
+from openreg_lab.recording.steps import step
 
 _register()
 
@@ -52,6 +53,7 @@ __all__ = [
     "profile_ops",
     "set_fallback_policy",
     "set_profile",
+    "step",
     "trace",
     "use_profile",
     "via_cpu_ops",

@@ -25,6 +25,9 @@ COPY_COLORS: dict[str, str] = {"H2D": "#f4a261", "D2H": "#e9c46a", "D2D": "#9c66
 CAST_COLOR = "#c77dff"
 MEMORY_COLOR = "#264653"
 MARK_COLOR = "#d62828"
+DISPATCH_KEY_COLOR = "#5c677d"  # a dispatch key in the Sankey
+WARNING_COLOR = "#b00020"  # what changes how to read a trace: dropped events, a profile...
+STEP_BAND_COLOR = "rgba(29,53,87,0.07)"  # every other training step on the timeline
 
 #: The split of a fallback's time: copying the arguments to the CPU, the CPU kernel, copying back.
 FALLBACK_PART_COLORS: dict[str, str] = {

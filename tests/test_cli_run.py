@@ -222,6 +222,23 @@ def test_the_example_runs_through_run(tmp_path):
     assert "cast" in p.stderr.split("top fallbacks")[0]
 
 
+def test_run_steps_records_only_the_chosen_training_steps_and_says_what_it_skipped(tmp_path):
+    p = openreg_lab(
+        "run", "--steps", "1:2", "--trace", "s.trace", "-m", "openreg_lab.examples.train_lm", "--steps", "4",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    t = lab.load_trace(tmp_path / "s.trace")
+    assert t.steps()["step"].tolist() == [1, 2]
+    assert t.skipped is not None and t.skipped.startswith("recorded steps 1 to 2 of the 4 the block ran")
+    assert f"warning: only chosen steps were recorded: {t.skipped}" in p.stderr
+    # The verdict comes first and quotes the first step apart from the median of the others.
+    assert p.stderr.index("CPU fallbacks took") < p.stderr.index("top fallbacks")
+    assert "step 1 took " in p.stderr and "; the step after it: " in p.stderr
+    bad = openreg_lab("run", "--steps", "8:5", "-m", "openreg_lab.examples.train_lm", cwd=tmp_path)
+    assert bad.returncode == 2 and "expected FIRST:LAST or one step number" in bad.stderr
+
+
 def test_bad_arguments_exit_2_with_one_line_in_a_real_process(tmp_path):
     p = openreg_lab("run", "--policy", "allow", "missing.py", "--epochs", "1", cwd=tmp_path)
     assert p.returncode == 2

@@ -18,7 +18,7 @@ import torch
 
 import openreg_lab
 from openreg_lab import _C
-from openreg_lab.views import static
+from openreg_lab.recording.verdict import KERNEL_OPS_NOTE
 from openreg_lab.views.dashboard import dashboard
 
 RAN = ("native", "generic", "fallback")  # kernels openreg ran: what ops="kernels" records
@@ -209,7 +209,7 @@ def test_the_views_say_that_only_kernel_ops_were_recorded(tmp_path):
     with openreg_lab.trace(ops="kernels") as t:
         x.neg()
     board = dashboard(t)
-    note = html.escape(static.KERNEL_OPS_NOTE)
+    note = html.escape(KERNEL_OPS_NOTE)
     assert note in board.header.value
     assert note in board._repr_mimebundle_()["text/html"]
     t.to_html(tmp_path / "r.html")

@@ -9,7 +9,8 @@ import pytest
 from views_data import training_trace
 
 import openreg_lab
-from openreg_lab.views import charts, tables
+from openreg_lab.recording import breakdown, flow, lookup
+from openreg_lab.views import charts
 from openreg_lab.views.dashboard import CHARTS, Dashboard
 
 
@@ -91,7 +92,7 @@ def test_clicking_a_row_or_a_slice_selects_the_op_everywhere(trace, dash):
 
 def test_fallback_bars_equal_the_fallbacks_table(trace, dash):
     fb = trace.fallbacks()
-    fig = charts.fallbacks(tables.fallback_costs(trace.events))
+    fig = charts.fallbacks(breakdown.fallback_costs(trace.events))
     by_part = {bar.name: dict(zip(bar.y, bar.x, strict=True)) for bar in fig.data}
     assert set(by_part) == {"copy to CPU", "CPU compute", "copy back"}
     for r in fb.itertuples(index=False):
@@ -99,7 +100,7 @@ def test_fallback_bars_equal_the_fallbacks_table(trace, dash):
         assert by_part["CPU compute"][r.name] == pytest.approx(r.cpu_ns / 1e6)
         assert by_part["copy back"][r.name] == pytest.approx(r.copy_back_ns / 1e6)
     top = fb.iloc[0]
-    sentence = tables.savings_sentence(tables.fallback_costs(trace.events))
+    sentence = breakdown.savings_sentence(breakdown.fallback_costs(trace.events))
     assert sentence.startswith(f"Implementing {top['name']} natively would save")
     assert f"over its {top['calls']} calls" in sentence
 
@@ -117,10 +118,10 @@ def test_the_dispatch_flow_accounts_for_every_call(trace, dash):
     assert int(into_ran["time_ns"].sum()) == int(ops["dur_ns"].clip(lower=0).sum())
     # Calls entering at each first key equal the calls whose path starts there.
     first = ops["dispatch"].fillna("").str.split(" > ").str[0]
-    entering = flows[flows["source"] == tables.ALL_CALLS].set_index("target")["calls"]
+    entering = flows[flows["source"] == flow.ALL_CALLS].set_index("target")["calls"]
     assert entering.to_dict() == first.value_counts().to_dict()
     # Every key node passes on what it receives.
-    for key in set(flows["target"]) - set(tables.RAN.values()):
+    for key in set(flows["target"]) - set(flow.RAN.values()):
         assert (
             flows.loc[flows["target"] == key, "calls"].sum()
             == flows.loc[flows["source"] == key, "calls"].sum()
@@ -156,7 +157,7 @@ def test_every_chart_draws_in_the_one_figure_widget(dash):
 
 def test_memory_chart_marks_the_peak_and_names_the_op(trace):
     ev = trace.events
-    peaks = tables.memory_peaks(ev)
+    peaks = breakdown.memory_peaks(ev)
     mem = ev[ev["kind"].isin(["alloc", "free"])]
     assert peaks["peak_bytes"].tolist() == [int(mem["total"].max())]
     assert isinstance(peaks["op"].iloc[0], str) and peaks["op"].iloc[0].startswith("aten::")
@@ -164,10 +165,10 @@ def test_memory_chart_marks_the_peak_and_names_the_op(trace):
 
 def test_casts_and_copies_tables(trace):
     ev = trace.events
-    casts = tables.cast_table(ev)
+    casts = breakdown.cast_table(ev)
     assert int(casts["casts"].sum()) == int((ev["kind"] == "cast").sum())
     assert int(casts["bytes"].sum()) == int(ev.loc[ev["kind"] == "cast", "bytes"].sum())
-    ct = tables.copy_timeline(ev)
+    ct = breakdown.copy_timeline(ev)
     for d in ("H2D", "D2H", "D2D"):
         assert int(ct[d].sum()) == int(ev.loc[(ev["kind"] == "copy") & (ev["name"] == d), "bytes"].sum())
 
@@ -203,6 +204,6 @@ def test_notebook_cell_sources_read_as_cells(monkeypatch):
     import IPython
 
     monkeypatch.setattr(IPython, "get_ipython", lambda: Shell())
-    assert tables.cell_source("/tmp/ipykernel_42/123.py:3") == "In[7], line 3"
-    assert tables.cell_source("/tmp/ipykernel_42/999.py:3") == "/tmp/ipykernel_42/999.py:3"
-    assert tables.cell_source("train.py:12") == "train.py:12" and tables.cell_source(None) is None
+    assert lookup.cell_source("/tmp/ipykernel_42/123.py:3") == "In[7], line 3"
+    assert lookup.cell_source("/tmp/ipykernel_42/999.py:3") == "/tmp/ipykernel_42/999.py:3"
+    assert lookup.cell_source("train.py:12") == "train.py:12" and lookup.cell_source(None) is None

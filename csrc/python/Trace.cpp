@@ -146,6 +146,7 @@ void bind_trace(py::module_& m) {
       },
       py::arg("name"), py::arg("overload") = "");
   m.def("_trace_mark", [](const std::string& name) { trace::record_mark(name); }, py::arg("name"));
+  m.def("_trace_step", [](int64_t number) { trace::record_step(number); }, py::arg("number"));
   m.def("_trace_bench_empty_callbacks", &trace::set_empty_callbacks, py::arg("empty"));
   m.def("_trace_bench_no_op_observer", &trace::set_no_op_observer, py::arg("off"));
   m.def("_trace_op_observer_installed", &trace::op_observer_installed);

@@ -18,6 +18,8 @@ enum class Kind : int8_t {
   Alloc = 5,     // a device allocation
   Free = 6,      // a device free
   Mark = 7,      // an instant: something changed (e.g. a coverage profile)
+  // 8 to 10 are taken by other kinds (openreg_lab/recording/events.py KINDS).
+  Step = 11,  // an instant: a training step ended; seq: the step's number
 };
 
 enum class Kernel : int8_t {

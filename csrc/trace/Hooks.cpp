@@ -160,4 +160,19 @@ void record_mark(std::string_view name) {
   w.append(e);
 }
 
+void record_step(int64_t number) {
+  if (!enabled()) {
+    return;
+  }
+  static const uint32_t id = intern("step");
+  Writer w;
+  if (!w) {
+    return;
+  }
+  Event e = instant(Kind::Step, now_ns());
+  e.name = id;
+  e.seq = number;
+  w.append(e);
+}
+
 }  // namespace openreg::trace

@@ -96,4 +96,7 @@ void mark_kernel(Kernel kernel);
 // An instant, e.g. "profile: mps".
 void record_mark(std::string_view name);
 
+// The end of training step `number` (openreg_lab.step(), an optimizer step).
+void record_step(int64_t number);
+
 }  // namespace openreg::trace

@@ -33,9 +33,15 @@ namespace {
 
 constexpr int64_t kProcess = 0x6f7267;  // the "openreg" process id in traces
 constexpr uint64_t kCapacity = 1 << 22;
-const char* const kKinds[] = {"op",   "backward", "fallback", "copy",
-                              "cast", "alloc",    "free",     "mark"};
-const char* const kKernels[] = {"", "native", "fallback", "composite"};
+const char* const kKinds[] = {"op",   "backward", "fallback", "copy",    "cast",       "alloc",
+                              "free", "mark",     "compiled", "compile", "collective", "step"};
+const char* const kKernels[] = {"", "native", "fallback", "composite", "generic"};
+
+// A name from `names` for `code`, "?" for a code it does not have.
+template <size_t N>
+const char* name_of(const char* const (&names)[N], int8_t code) {
+  return code >= 0 && static_cast<size_t>(code) < N ? names[code] : "?";
+}
 
 class Session final : public libkineto::IActivityProfilerSession {
  public:
@@ -73,9 +79,9 @@ class Session final : public libkineto::IActivityProfilerSession {
         a.device = kProcess;
         a.resource = t.thread;
         a.threadId = static_cast<int32_t>(t.os_thread);
-        a.addMetadataQuoted("kind", kKinds[e.kind]);
+        a.addMetadataQuoted("kind", name_of(kKinds, e.kind));
         if (e.kernel > 0) {
-          a.addMetadataQuoted("kernel", kKernels[e.kernel]);
+          a.addMetadataQuoted("kernel", name_of(kKernels, e.kernel));
         }
         if (e.kind == static_cast<int8_t>(Kind::Op) && e.dispatch != 0) {
           a.addMetadataQuoted("dispatch", strings[e.dispatch]);

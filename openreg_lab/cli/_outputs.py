@@ -56,8 +56,11 @@ def write(
 
 
 def print_summary(trace: Any, top: int, stream: TextIO | None = None) -> None:
-    """Print the totals and the top fallbacks of ``trace`` (on ``stream``, default stderr)."""
+    """Print the verdict, then the totals and the top fallbacks of ``trace`` (on ``stream``, default
+    stderr)."""
     out = stream or sys.stderr
+    print("\n".join(trace.verdict().lines()), file=out)
+    print(file=out)
     print(_summary.totals_table(trace), file=out)
     print(file=out)
     print(_summary.fallbacks_table(trace, top), file=out)

@@ -37,6 +37,7 @@ examples:
       --shapes --stack --from-cuda train.py --epochs 1
   openreg-lab run -m mypackage.train --epochs 1
   openreg-lab run --html report.html -m openreg_lab.examples.train_lm --steps 8
+  openreg-lab run --steps 5:8 --html steady.html train.py   # only training steps 5 to 8
 
 Everything after the script (or -m MODULE) is passed to it. The script's exit code is the
 command's (130 after Ctrl-C, 143 after SIGTERM); the trace and the report are written even when
@@ -88,6 +89,12 @@ def add_parser(sub: Any) -> Parser:
         "kernels and CPU fallback run (kernels: a few percent; e.g. --ops kernels)",
     )
     p.add_argument(
+        "--steps",
+        type=_steps,
+        help="record only these training steps, counted from 0 (a step ends at each optimizer.step() "
+        "or openreg_lab.step()): e.g. --steps 5:8 for steps 5 to 8; what was skipped is said",
+    )
+    p.add_argument(
         "--capacity",
         type=_capacity,
         default=_default_capacity(),
@@ -127,6 +134,19 @@ def _capacity(text: str) -> int:
     if value > MAX_CAPACITY:
         raise argparse.ArgumentTypeError(f"expected at most 2**63 - 1 events, got {text!r}")
     return value
+
+
+def _steps(text: str) -> str:
+    """``--steps``'s value, checked as ``trace(steps=...)`` checks it."""
+    from openreg_lab.recording import steps
+
+    try:
+        steps.parse(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected FIRST:LAST or one step number, counted from 0 (e.g. 5:8), got {text!r}"
+        ) from None
+    return text
 
 
 def _default_capacity() -> int:
@@ -246,7 +266,11 @@ def execute(ns: argparse.Namespace, command: str) -> int:
 
     name = ns.module or os.path.basename(ns.script)
     trace = openreg_lab.trace(
-        record_shapes=ns.shapes, stack=ns.stack, capacity=ns.capacity, ops=getattr(ns, "ops", "all")
+        record_shapes=ns.shapes,
+        stack=ns.stack,
+        capacity=ns.capacity,
+        ops=getattr(ns, "ops", "all"),
+        steps=getattr(ns, "steps", None),
     )
     progress = Progress(sys.stderr, f"openreg-lab run {name}", count=events_so_far)
     start = time.monotonic()

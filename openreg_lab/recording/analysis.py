@@ -1,7 +1,8 @@
 """Tables computed from a trace's events. Each takes ``Trace.events`` and returns a DataFrame.
 
-Time columns are nanoseconds. "Self" time is an event's duration minus that of its direct children.
-An event still running when its trace ended has ``dur_ns == -1`` and counts as 0 here.
+Time columns are nanoseconds. An event still running when its trace ended has ``dur_ns == -1`` and
+counts as 0 here. ``summary`` is the one per-op aggregate: ``Trace.summary()``, the dashboard, the
+report and the command line all show it.
 """
 
 from __future__ import annotations
@@ -9,8 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-_EMPTY_SUMMARY = [
-    "name", "calls", "native", "fallback", "composite", "generic", "total_ns", "self_ns", "bytes_copied",
+KERNEL_KINDS = ("native", "fallback", "composite", "generic")
+
+#: The columns of ``summary``: the one per-op aggregate every table, view, report and command shows.
+SUMMARY_COLUMNS = [
+    "name", "device", "calls", "native", "fallback", "composite", "generic", "kernel", "total_ns",
+    "self_ns", "bytes_copied", "path",
 ]  # fmt: skip
 
 
@@ -30,53 +35,96 @@ def nearest_op(events: pd.DataFrame) -> np.ndarray:
     return out
 
 
+# Note [Self time]
+# An op's self time is its duration minus the durations of its child ops: the ops whose nearest
+# enclosing op it is. Casts, fallbacks and copies under an op are the op's own time, not
+# children: an autocast cast event is recorded beside the aten::to op that made the cast (both
+# are children of aten::linear, and they overlap), so subtracting every child event would count
+# the cast twice and make aten::linear's self time negative. Child ops of one op never overlap
+# (one thread runs them one after the other), so self time plus the children's total time is the
+# op's total time, and self time is never negative. An op still running when the trace ended has
+# no duration (-1, counted as 0) and self time 0.
 def self_time(events: pd.DataFrame) -> np.ndarray:
-    """Each event's duration minus its direct children's."""
+    """Each op's duration minus its child ops' (Note [Self time]); other events: their duration."""
     dur = np.maximum(events["dur_ns"].to_numpy().astype(np.int64), 0)
-    parent = events["parent"].to_numpy()
+    owner = nearest_op(events)
+    is_child_op = (events["kind"] == "op").to_numpy() & (owner >= 0)
     children = np.zeros(len(events), dtype=np.int64)
-    has = parent >= 0
-    np.add.at(children, parent[has], dur[has])
-    return dur - children
+    np.add.at(children, owner[is_child_op], dur[is_child_op])
+    return np.maximum(dur - children, 0)
 
 
 def summary(events: pd.DataFrame) -> pd.DataFrame:
-    """One row per op name: calls, how many ran native / fallback / composite / generic, time, bytes
-    copied.
+    """One row per op name and device (``SUMMARY_COLUMNS``), by total time: calls, how many ran
+    native / fallback / composite / generic, the ``kernel`` kind most calls ran, ``total_ns``,
+    ``self_ns`` (Note [Self time]), ``bytes_copied`` and the most frequent dispatch ``path``.
 
     ``bytes_copied`` counts the copies an op caused (those whose nearest enclosing op it is), so a
-    fallen-back op is charged for moving its arguments to the CPU and its results back.
+    fallen-back op is charged for moving its arguments to the CPU and its results back. ``device``
+    is ``"-"`` for an op with no device.
     """
-    ops = events[events["kind"] == "op"]
-    if ops.empty:
-        return pd.DataFrame(columns=_EMPTY_SUMMARY)
-    self_ns = pd.Series(self_time(events), index=events.index)
-    copies = events[events["kind"] == "copy"]
-    owner = pd.Series(nearest_op(events), index=events.index)[copies.index]
-    copied = copies["bytes"].groupby(owner.to_numpy()).sum()
-    frame = pd.DataFrame(
+    is_op = (events["kind"] == "op").to_numpy()
+    if not is_op.any():
+        return pd.DataFrame(columns=SUMMARY_COLUMNS)
+    self_ns = self_time(events)[is_op]
+    is_copy = (events["kind"] == "copy").to_numpy()
+    owner = nearest_op(events)[is_copy]
+    copied = np.zeros(len(events), dtype=np.int64)
+    np.add.at(copied, owner[owner >= 0], events["bytes"].to_numpy()[is_copy][owner >= 0])
+    # Group with integer codes (factorize once per column): pandas' string groupby is the slow part.
+    name_code, names = pd.factorize(events["name"].to_numpy()[is_op])
+    dev_code, devs = pd.factorize(events["device"].to_numpy()[is_op], use_na_sentinel=False)
+    kern_code, kerns = pd.factorize(events["kernel"].to_numpy()[is_op], use_na_sentinel=False)
+    path_code, paths = pd.factorize(events["dispatch"].to_numpy()[is_op], use_na_sentinel=False)
+    group = np.unique(name_code * len(devs) + dev_code, return_inverse=True)[1]
+    ngroups = int(group.max()) + 1
+    dur = np.maximum(events["dur_ns"].to_numpy()[is_op].astype(np.int64), 0)
+    out = pd.DataFrame(
         {
-            "name": ops["name"],
-            "native": ops["kernel"] == "native",
-            "fallback": ops["kernel"] == "fallback",
-            "composite": ops["kernel"] == "composite",
-            "generic": ops["kernel"] == "generic",
-            "total_ns": ops["dur_ns"].clip(lower=0),
-            "self_ns": self_ns[ops.index],
-            "bytes_copied": ops["id"].map(copied).fillna(0).astype(np.int64),
+            "calls": np.bincount(group, minlength=ngroups),
+            "total_ns": _sum_by(group, dur, ngroups),
+            "self_ns": _sum_by(group, self_ns, ngroups),
+            "bytes_copied": _sum_by(group, copied[is_op], ngroups),
         }
     )
-    out = frame.groupby("name", sort=False).agg(
-        calls=("name", "size"),
-        native=("native", "sum"),
-        fallback=("fallback", "sum"),
-        composite=("composite", "sum"),
-        generic=("generic", "sum"),
-        total_ns=("total_ns", "sum"),
-        self_ns=("self_ns", "sum"),
-        bytes_copied=("bytes_copied", "sum"),
-    )
-    return out.sort_values("total_ns", ascending=False).reset_index()
+    kern_names = [k if isinstance(k, str) else "unknown" for k in kerns]
+    per_kernel = np.zeros((ngroups, len(kerns)), dtype=np.int64)
+    np.add.at(per_kernel, (group, kern_code), 1)
+    for k in KERNEL_KINDS:
+        out[k] = per_kernel[:, kern_names.index(k)] if k in kern_names else 0
+    out["kernel"] = np.array(kern_names, dtype=object)[per_kernel.argmax(axis=1)]
+    out["path"] = [p if isinstance(p, str) else "" for p in paths[_mode(group, path_code, ngroups)]]
+    rep = np.zeros(ngroups, dtype=np.int64)
+    rep[group] = np.arange(len(group))  # any member of each group names it
+    out["name"] = names[name_code[rep]]
+    out["device"] = [d if isinstance(d, str) else "-" for d in devs[dev_code[rep]]]
+    return out.sort_values(["total_ns", "name"], ascending=[False, True], ignore_index=True)[SUMMARY_COLUMNS]
+
+
+def _sum_by(group: np.ndarray, values: np.ndarray, ngroups: int) -> np.ndarray:
+    """Per group, the exact int64 sum of ``values`` (bincount's float weights would round)."""
+    out = np.zeros(ngroups, dtype=np.int64)
+    np.add.at(out, group, values.astype(np.int64))
+    return out
+
+
+def _mode(group: np.ndarray, code: np.ndarray, ngroups: int) -> np.ndarray:
+    """Per group, the most frequent ``code``."""
+    pair, counts = np.unique(group.astype(np.int64) * (int(code.max()) + 1) + code, return_counts=True)
+    g, c = pair // (int(code.max()) + 1), pair % (int(code.max()) + 1)
+    order = np.lexsort((-counts, g))
+    first = order[np.r_[True, g[order][1:] != g[order][:-1]]]
+    out = np.zeros(ngroups, dtype=np.int64)
+    out[g[first]] = c[first]
+    return out
+
+
+def span(events: pd.DataFrame) -> int:
+    """The traced time: from the first event's start to the last one's end (ns; 0 for no events)."""
+    if events.empty:
+        return 0
+    end = events["start_ns"] + events["dur_ns"].clip(lower=0)
+    return int(end.max() - events["start_ns"].min())
 
 
 def fallbacks(events: pd.DataFrame) -> pd.DataFrame:

@@ -43,8 +43,9 @@ def write(path: str | os.PathLike[str], ev: pd.DataFrame, threads: dict[int, int
                  "args": {"allocated bytes": int(row.total)}}
             )  # fmt: skip
             continue
-        if row.kind == "mark":
-            out.append({"name": row.name, "ph": "i", "s": "g", "ts": ts, "pid": pid, "tid": row.thread})
+        if row.kind in ("mark", "step"):
+            name = f"end of step {row.seq}" if row.kind == "step" else row.name
+            out.append({"name": name, "ph": "i", "s": "g", "ts": ts, "pid": pid, "tid": row.thread})
             continue
         tid = {"copy": _COPY_TRACK, "cast": _CAST_TRACK}.get(row.kind, int(row.thread))
         colour = _cname(row.kind, row.kernel, row.name)

@@ -37,7 +37,11 @@ EVENT_DTYPE = np.dtype(
 )
 assert EVENT_DTYPE.itemsize == 64
 
-KINDS = ("op", "backward", "fallback", "copy", "cast", "alloc", "free", "mark")
+# The index is the code of csrc/trace/Event.h's Kind; "kindN": a code this branch does not use.
+KINDS = (
+    "op", "backward", "fallback", "copy", "cast", "alloc", "free", "mark", "kind8", "kind9", "kind10", "step",
+)  # fmt: skip
+STEP = KINDS.index("step")
 KERNELS = ("", "native", "fallback", "composite", "generic")
 CPU, NO_DEVICE = -1, -2
 MAX_DEVICES = 16  # openreg devices are 0..15 (OPENREG_DEVICE_COUNT, csrc/runtime/Device)

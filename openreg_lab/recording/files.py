@@ -42,6 +42,8 @@ class Saved:
     stack: bool
     t0: int
     ops: str = "all"
+    skipped: str | None = None  # trace(steps=...): what was not recorded
+    profile: str | None = None  # the coverage profile active when recording began
 
 
 def save(
@@ -54,6 +56,8 @@ def save(
     stack: bool,
     t0: int,
     ops: str = "all",
+    skipped: str | None = None,
+    profile: str | None = None,
 ) -> None:
     """Write the columns ``c`` of a trace and its settings to ``path`` (conventionally ``*.trace``),
     whole or not at all: a save that fails part way leaves the file that was there untouched."""
@@ -66,6 +70,8 @@ def save(
         "stack": stack,
         "t0": t0,
         "ops": ops,
+        "skipped": skipped,
+        "profile": profile,
         "threads": {str(k): v for k, v in c.threads.items()},
         "strings": c.strings,
     }
@@ -130,6 +136,8 @@ def read(path: str | os.PathLike[str]) -> Saved:
         stack=header["stack"],
         t0=header["t0"],
         ops=header.get("ops", "all"),  # files from before trace(ops=...) recorded every op
+        skipped=header.get("skipped") if isinstance(header.get("skipped"), str) else None,
+        profile=header.get("profile") if isinstance(header.get("profile"), str) else None,
     )
 
 

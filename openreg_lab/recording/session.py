@@ -5,7 +5,7 @@
     with openreg_lab.trace(record_shapes=True, stack=True) as t:
         loss = model(x).sum()
         loss.backward()
-    t.summary()     # one row per op: calls, native/fallback/composite, time, bytes moved
+    t.summary()     # one row per op and device: calls, how they ran, total and self time, bytes copied
     t.fallbacks()   # ops that ran on CPU, ranked by time including their copies
     t.copies()      # every H2D / D2H / D2D copy and the op that caused it
     t.casts()       # every autocast cast
@@ -34,8 +34,9 @@ import pandas as pd
 import torch
 
 from openreg_lab import _C
-from openreg_lab.recording import analysis, chrome, files
+from openreg_lab.recording import analysis, chrome, files, steps
 from openreg_lab.recording import events as _events
+from openreg_lab.recording import verdict as _verdict
 
 if TYPE_CHECKING:
     from openreg_lab.recording.events import Columns
@@ -134,6 +135,8 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
         ops=saved.ops,
     )
     t._t0 = saved.t0
+    t._skipped = saved.skipped
+    t.profile = saved.profile
     return t
 
 
@@ -143,6 +146,7 @@ def trace(
     stack: bool = False,
     capacity: int = DEFAULT_CAPACITY,
     ops: Literal["all", "kernels"] = "all",
+    steps: range | str | None = None,
 ) -> Trace:
     """Record the openreg backend's events while a ``with`` block runs.
 
@@ -162,12 +166,18 @@ def trace(
             ``torch.library`` (the ops it calls are); each op's dispatch path starts at its
             kernel's key, and ``seq`` is -1.
             Copies, casts, allocations and fallbacks are recorded the same in both.
+        steps: record only these training steps of the block, counted from 0 at its start
+            (``"5:8"``: steps 5 to 8, both included; ``"5"``; ``range(5, 9)``), with the same
+            events inside them as a full trace. A step ends at each ``optimizer.step()`` or
+            ``openreg_lab.step()`` (``openreg_lab.recording.steps``). What was not recorded is
+            said by ``Trace.skipped``, the report and ``openreg-lab run``; a block that ends
+            before the first chosen step records nothing and warns.
 
     Traces may nest and may be opened from several threads at once: each sees every event
     recorded while it is open, on any thread. While an ``ops="all"`` trace is open, every
     open trace records all ops.
     """
-    return Trace(record_shapes=record_shapes, stack=stack, capacity=capacity, ops=ops)
+    return Trace(record_shapes=record_shapes, stack=stack, capacity=capacity, ops=ops, steps=steps)
 
 
 _strings: list[str] = []  # every string the recorder interned so far, by id
@@ -237,6 +247,7 @@ class Trace:
         columns: Columns | None = None,
         dropped: int = 0,
         ops: str = "all",
+        steps: range | str | None = None,
     ) -> None:
         if ops not in files.OPS:
             raise ValueError(
@@ -253,16 +264,46 @@ class Trace:
         self._dropped = dropped
         self._t0 = 0
         self._events: pd.DataFrame | None = None
+        self.chosen_steps = None if steps is None else _steps_of(steps)
+        self._step_base = 0  # steps.ended() when the block began: its step 0
+        self._schedule: dict[str, int] = {}  # trace(steps=...): times and step counts, for `skipped`
+        self._skipped: str | None = None
+        self.profile: str | None = None  # the coverage profile active when recording began
 
     # -- recording ---------------------------------------------------------
     def __enter__(self) -> Trace:
-        if self._session is not None or self._columns is not None or self._raw is not None:
+        if self._session is not None or self._columns is not None or self._raw is not None or self._schedule:
             raise RuntimeError("this trace has already been used: start a new one with openreg_lab.trace()")
+        self._step_base = steps.ended()
+        if self.chosen_steps is None:
+            self._open()
+            return self
+        self._schedule = {"began_ns": time.monotonic_ns(), "opened_ns": -1, "closed_ns": -1, "closed_at": -1}
+        if self.chosen_steps.start == 0:
+            self._open()
+        steps.listen(self._step_ended)
+        return self
+
+    def _open(self) -> None:
+        self.profile = _C.profile_name()
         self._t0 = time.monotonic_ns()
         self._session = _C._trace_open(
             self.capacity, self.record_shapes, self.stack, _skip_prefixes(), self.ops == "kernels"
         )
-        return self
+        if self._schedule:
+            self._schedule["opened_ns"] = self._t0
+
+    def _step_ended(self, ended: int) -> None:
+        """After a step ends: open at the first chosen step, close after the last (trace(steps=...))."""
+        chosen = self.chosen_steps
+        assert chosen is not None
+        now = ended - self._step_base  # the step beginning now
+        if self._session is None and self._raw is None and now == chosen.start:
+            self._open()
+        elif self._session is not None and now == chosen.stop:
+            self._close()
+            self._schedule["closed_ns"] = time.monotonic_ns()
+            self._schedule["closed_at"] = now
 
     def __exit__(
         self,
@@ -270,8 +311,15 @@ class Trace:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self.chosen_steps is not None and self._schedule:
+            steps.unlisten(self._step_ended)
+            self._finish_schedule()
+            return
         if self._session is None:
             raise RuntimeError("this trace is not recording: __exit__ without a matching __enter__")
+        self._close()
+
+    def _close(self) -> None:
         raw = _C._trace_close(self._session)
         self._session = None
         if raw.get("inherited"):
@@ -293,8 +341,47 @@ class Trace:
                 f"Pass a larger capacity, e.g. openreg_lab.trace(capacity={4 * self.capacity}), "
                 "or trace a shorter region",
                 TraceDroppedEventsWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
+
+    def _finish_schedule(self) -> None:
+        """End a ``trace(steps=...)`` block: close what is open, and say what was not recorded."""
+        chosen = self.chosen_steps
+        assert chosen is not None
+        end_ns = time.monotonic_ns()
+        ran = steps.ended() - self._step_base  # steps ended in the block
+        if self._session is not None:
+            self._close()
+            self._schedule["closed_ns"], self._schedule["closed_at"] = end_ns, ran
+        sched = self._schedule
+        wanted = steps.describe(chosen)
+        if sched["opened_ns"] < 0:
+            self._raw = ({"threads": [], "capacity": self.capacity, "dropped": 0}, _interned_count())
+            self._skipped = (
+                f"trace(steps={wanted!r}) recorded nothing: the block ended after {ran} steps, before "
+                f"step {chosen.start} began (steps end at optimizer.step() or openreg_lab.step())"
+            )
+            warnings.warn(self._skipped, UserWarning, stacklevel=3)
+            return
+        before = sched["opened_ns"] - sched["began_ns"]
+        after = end_ns - sched["closed_ns"]
+        closed_at = sched["closed_at"]  # the step that began when recording stopped
+        last = min(chosen.stop, closed_at) - 1
+        parts = []
+        if chosen.start:
+            parts.append(f"steps 0 to {chosen.start - 1} before ({_ms(before)})")
+        if ran > chosen.stop:
+            parts.append(f"steps {chosen.stop} to {ran - 1} after ({_ms(after)})")
+        elif after > 0 and closed_at == chosen.stop:
+            parts.append(f"the block's end after step {chosen.stop - 1} ({_ms(after)})")
+        cut = ""
+        if closed_at < chosen.stop:
+            cut = f"; the block ended during step {closed_at}, before the chosen steps did"
+        done = f"step {chosen.start}" if last == chosen.start else f"steps {chosen.start} to {last}"
+        if last < chosen.start:
+            done = "no complete step"
+        missing = ", and ".join(parts) or "nothing"
+        self._skipped = f"recorded {done} of the {ran} the block ran{cut}; not recorded: {missing}"
 
     def __del__(self) -> None:
         # A trace entered and never exited (an exception between a manual __enter__ and
@@ -344,6 +431,10 @@ class Trace:
             raw, n_strings = self._raw
             self._columns, _ = _events.merge(raw, _strings[:n_strings])
             self._raw = None
+            # Steps count from 0 at the block's start (steps.step numbers them for the process).
+            fields = self._columns.fields
+            is_step = fields["kind"] == _events.STEP
+            fields["seq"] = np.where(is_step, fields["seq"] - self._step_base, fields["seq"])
         if self._columns is None:
             raise RuntimeError(
                 "the trace is still recording: read it after the `with openreg_lab.trace()` block ends"
@@ -359,8 +450,37 @@ class Trace:
         return self._events
 
     def summary(self) -> pd.DataFrame:
-        """One row per op name: calls, how they ran, total and self time, bytes copied."""
+        """One row per op name and device: calls, how they ran (native / fallback / composite /
+        generic), total and self time (Note [Self time]), bytes copied and the dispatch path.
+
+        The dashboard, the report and ``openreg-lab run`` show this same table."""
         return analysis.summary(self.events)
+
+    def verdict(self) -> _verdict.Verdict:
+        """The answer first: the share of the traced time in CPU fallbacks, copies and casts, the
+        ops to implement first (by the time they would save) and the warnings that change how to
+        read the rest. The report, the dashboard's header and ``openreg-lab run`` lead with it."""
+        return _verdict.verdict(
+            self.events,
+            dropped=self.dropped,
+            capacity=self.capacity,
+            op_events=self.ops,
+            profile=self.profile,
+            skipped=self.skipped,
+        )
+
+    def steps(self) -> pd.DataFrame:
+        """One row a training step: duration, op calls, fallbacks, copies, casts, peak memory.
+
+        Steps end at each ``optimizer.step()`` and ``openreg_lab.step()``; the first (first-sight
+        table reads, allocator warm-up) is row 0, apart from the steady state after it. Empty
+        when no step ended in the trace."""
+        return steps.table(self.events)
+
+    @property
+    def skipped(self) -> str | None:
+        """For ``trace(steps=...)``: which steps were recorded and what was not (None otherwise)."""
+        return self._skipped
 
     def fallbacks(self) -> pd.DataFrame:
         """Ops that ran through the CPU fallback, ranked by time including their copies."""
@@ -386,6 +506,8 @@ class Trace:
             stack=self.stack,
             t0=self._t0,
             ops=self.ops,
+            skipped=self._skipped,
+            profile=self.profile,
         )
 
     def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:
@@ -453,7 +575,7 @@ def _to_frame(c: Columns, t0: int) -> pd.DataFrame:
             "shapes": shapes,
             "dtypes": arg_dtypes,
             "source": np.where(source > 0, strings[source], None),
-            "seq": np.where((f["kind"] <= 1) & (f["seq"] >= 0), f["seq"], -1),
+            "seq": np.where(((f["kind"] <= 1) | (f["kind"] == _events.STEP)) & (f["seq"] >= 0), f["seq"], -1),
             "forward": _forward_links(f),
             "argument": np.where(is_cast, strings[f["dispatch"]], None),
             "cache_hit": np.where(is_cast, (f["flags"] & _events.CACHE_HIT) != 0, False),
@@ -462,6 +584,14 @@ def _to_frame(c: Columns, t0: int) -> pd.DataFrame:
         columns=EVENT_COLUMNS,
     )
     return frame
+
+
+def _steps_of(chosen: range | str) -> range:
+    return steps.parse(chosen)
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:,.1f} ms"
 
 
 def _inherit(values: np.ndarray, parent: np.ndarray) -> np.ndarray:

@@ -36,4 +36,5 @@ class TraceRenderer:
             capacity=trace.capacity,
             op_events=trace.ops,
             coverage=coverage(trace=trace),
+            verdict=trace.verdict(),
         )

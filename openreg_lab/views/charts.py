@@ -1,4 +1,4 @@
-"""The dashboard's plotly charts, as plain ``go.Figure`` objects built from ``views.tables``.
+"""The dashboard's plotly charts, as plain ``go.Figure`` objects built from the recording layer's tables.
 
 The same figures go into the live dashboard (one ``FigureWidget`` whose content is swapped by a
 tab), the HTML report (static, plotly.js inline) and PNGs; only the tables decide what they show.
@@ -12,10 +12,18 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from openreg_lab import theme
-from openreg_lab.recording import analysis
-from openreg_lab.views import tables
+from openreg_lab.recording import analysis, breakdown, flow
 from openreg_lab.views._embed import plotly_text
 from openreg_lab.views.lod import Pyramid
+
+
+def node_color(node: str) -> str:
+    """A Sankey node's colour: the kernel kind's for ``ran ...`` nodes, grey for dispatch keys."""
+    for kind, label in flow.RAN.items():
+        if node == label:
+            return theme.kernel_color(kind)
+    return theme.DISPATCH_KEY_COLOR
+
 
 #: Fallback bars drawn at most (the rest are summed in the table).
 TOP_FALLBACKS = 15
@@ -71,18 +79,18 @@ def dispatch_flow(flows: pd.DataFrame, weight: str = "calls") -> go.Figure:
 
     ``weight`` is ``"calls"`` or ``"time"`` (the calls' total time in ms).
     """
-    nodes = tables.sankey_nodes(flows)
+    nodes = flow.sankey_nodes(flows)
     index = {n: i for i, n in enumerate(nodes)}
     column = "calls" if weight == "calls" else "time_ns"
     values = flows[column].astype(float) / (1.0 if weight == "calls" else 1e6)
-    link_colors = [_fade(tables.node_color(t)) for t in flows["target"]]
+    link_colors = [_fade(node_color(t)) for t in flows["target"]]
     unit = "calls" if weight == "calls" else "ms"
     fig = go.Figure(
         go.Sankey(
             arrangement="snap",
             node={
                 "label": [plotly_text(n) for n in nodes],
-                "color": [tables.node_color(n) for n in nodes],
+                "color": [node_color(n) for n in nodes],
                 "pad": 14,
                 "thickness": 14,
                 "hovertemplate": "%{label}: %{value:,.3~f} " + unit + "<extra></extra>",
@@ -117,8 +125,8 @@ def _fade(hex_color: str, alpha: float = 0.45) -> str:
 
 def copies_and_casts(events: pd.DataFrame) -> go.Figure:
     """Bytes copied over time by direction (stacked), and autocast casts by op and dtype pair."""
-    ct = tables.copy_timeline(events)
-    casts = tables.cast_table(events)
+    ct = breakdown.copy_timeline(events)
+    casts = breakdown.cast_table(events)
     hits = int(casts["cache_hits"].sum()) if len(casts) else 0
     fig = make_subplots(
         rows=2,
@@ -169,7 +177,7 @@ def memory(events: pd.DataFrame, pyramid: Pyramid, px: int = 1200) -> go.Figure:
     fig = go.Figure()
     owner = analysis.nearest_op(events)
     names = events["name"].to_numpy()
-    peaks = tables.memory_peaks(events)
+    peaks = breakdown.memory_peaks(events)
     for k, w in enumerate(pyramid.query(0, max(pyramid.span, 1), px).counters):
         ops = [
             plotly_text(names[owner[e]]) if owner[e] >= 0 else "(outside any op)"

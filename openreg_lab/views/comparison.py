@@ -17,7 +17,7 @@ import pandas as pd
 import traitlets
 
 from openreg_lab.recording import analysis
-from openreg_lab.views import static, tables
+from openreg_lab.views import static
 from openreg_lab.views.lod import Pyramid
 from openreg_lab.views.table import Column, Table
 from openreg_lab.views.timeline import Timeline
@@ -57,7 +57,7 @@ def compare_table(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
 
 def _per_op(events: pd.DataFrame) -> pd.DataFrame:
     """Per op name: calls, fallback calls, the main kernel kind, time, bytes copied, casts."""
-    ops = tables.op_table(events)
+    ops = analysis.summary(events)
     per = ops.groupby("name").agg(
         calls=("calls", "sum"),
         fallback=("fallback", "sum"),
@@ -76,7 +76,7 @@ def totals(events: pd.DataFrame) -> dict[str, int]:
     return {
         "op calls": int((kind == "op").sum()),
         "fallback calls": int((kind == "fallback").sum()),
-        "time_ns": tables._span(events),
+        "time_ns": analysis.span(events),
         "bytes copied": int(events.loc[kind == "copy", "bytes"].sum()),
         "casts": int((kind == "cast").sum()),
     }

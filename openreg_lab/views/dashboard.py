@@ -17,7 +17,10 @@ import pandas as pd
 import traitlets
 
 from openreg_lab import theme
-from openreg_lab.views import charts, png, static, tables
+from openreg_lab.recording import analysis, breakdown, flow, lookup
+from openreg_lab.recording.verdict import Verdict
+from openreg_lab.recording.verdict import verdict as verdict_of
+from openreg_lab.views import charts, png, static
 from openreg_lab.views.details import details_html
 from openreg_lab.views.lod import Pyramid
 from openreg_lab.views.table import Column, Table
@@ -49,7 +52,13 @@ class Dashboard(w.VBox):
     """The dashboard of one trace, from its events table (``Trace.events``)."""
 
     def __init__(
-        self, events: pd.DataFrame, *, dropped: int = 0, capacity: int | None = None, op_events: str = "all"
+        self,
+        events: pd.DataFrame,
+        *,
+        dropped: int = 0,
+        capacity: int | None = None,
+        op_events: str = "all",
+        verdict: Verdict | None = None,
     ) -> None:
         self.events = events
         self.dropped = dropped
@@ -57,20 +66,24 @@ class Dashboard(w.VBox):
         self.op_events = op_events  # the trace's ops= ("all" or "kernels"), said in the header
         self.pyramid = Pyramid(events)
         self.selection = Selection()
-        self.ops = tables.op_table(events)
-        self.flows = tables.dispatch_flows(events)
-        self.fallbacks = tables.fallback_costs(events)
-        self.header = w.HTML(
-            static.header_html(events, dropped=dropped, capacity=capacity, op_events=op_events)
+        self.ops = analysis.summary(events)
+        self.flows = flow.dispatch_flows(events)
+        self.fallbacks = breakdown.fallback_costs(events)
+        # The verdict first (Trace.verdict(): what falls back, what it costs, what to implement first).
+        self.verdict = (
+            verdict
+            if verdict is not None
+            else verdict_of(events, dropped=dropped, capacity=capacity, op_events=op_events)
         )
+        self.header = w.HTML(static.header_html(events, self.verdict))
         self.timeline = Timeline(events, self.pyramid, layout=w.Layout(width="100%"))
         devices = sorted(d for d in self.ops["device"].unique() if d != "-")
         self.table = Table(
             self.ops,
             OP_COLUMNS,
             key=lambda r: f"{r['name']}|{r['device']}",
-            filter=tables.filter_ops,
-            kernels=tables.KERNEL_KINDS,
+            filter=flow.filter_ops,
+            kernels=analysis.KERNEL_KINDS,
             devices=devices,
             sort=("total_ns", False),
         )
@@ -95,7 +108,7 @@ class Dashboard(w.VBox):
             layout=w.Layout(width="420px"),
         )
         self.savings = w.HTML(
-            f"<div class='openreg-savings'>{html.escape(tables.savings_sentence(self.fallbacks))}</div>"
+            f"<div class='openreg-savings'>{html.escape(breakdown.savings_sentence(self.fallbacks))}</div>"
         )
         self.figure = _figure_widget()
         self.figure.add_class("openreg-chart")
@@ -125,7 +138,7 @@ class Dashboard(w.VBox):
 
     def select_op(self, name: str, device: str | None = None) -> None:
         """Select the longest call of the op ``name`` (what a click on its table row does)."""
-        self.select_event(tables.representative(self.events, name, device))
+        self.select_event(lookup.representative(self.events, name, device))
 
     def select_flow(self, flow: tuple[str, str] | None) -> None:
         """Filter the op table to calls whose dispatch went along ``flow`` (None: clear)."""
@@ -145,7 +158,7 @@ class Dashboard(w.VBox):
             self.table.set_flow(flow, " → ".join(flow) if flow else "")
             return
         i = self.selection.event
-        d = tables.details(self.events, i)
+        d = lookup.details(self.events, i)
         note = ""
         if d["kind"] == "op":
             calls = int((self.events["name"] == d["name"]).sum())
@@ -215,6 +228,7 @@ class Dashboard(w.VBox):
             ops=self.ops,
             flows=self.flows,
             fallbacks=self.fallbacks,
+            verdict=self.verdict,
         )
         bundle["text/plain"] = static.one_line(self.events, self.dropped)
         return png.add_png(bundle, self.figure_for(self.chart_tabs.value) if png.enabled() else None)
@@ -230,4 +244,10 @@ def _figure_widget() -> Any:
 
 def dashboard(trace: Any) -> Dashboard:
     """The dashboard of a ``Trace`` (what ``Trace.show()`` returns)."""
-    return Dashboard(trace.events, dropped=trace.dropped, capacity=trace.capacity, op_events=trace.ops)
+    return Dashboard(
+        trace.events,
+        dropped=trace.dropped,
+        capacity=trace.capacity,
+        op_events=trace.ops,
+        verdict=trace.verdict(),
+    )

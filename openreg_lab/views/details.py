@@ -14,7 +14,7 @@ _CHIP = (
 
 
 def details_html(d: dict[str, Any] | None, note: str = "") -> str:
-    """HTML for ``views.tables.details(...)``'s dict (None: the "nothing selected" hint)."""
+    """HTML for ``recording.lookup.details(...)``'s dict (None: the "nothing selected" hint)."""
     if d is None:
         return (
             "<div style='color:#666'>Click a slice on the timeline or a row of the op table to see how "

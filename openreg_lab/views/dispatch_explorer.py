@@ -22,7 +22,8 @@ import torch
 from openreg_lab import theme
 from openreg_lab.dispatch import explain as _explain
 from openreg_lab.dispatch import profiles
-from openreg_lab.views import charts, png, tables
+from openreg_lab.recording import flow
+from openreg_lab.views import charts, png
 
 #: Backends whose per-backend keys are hidden unless "every backend" is ticked (openreg and CPU stay).
 _BACKENDS = (
@@ -289,7 +290,7 @@ class DispatchExplorer(w.VBox):
         self.grid.value = grid_html(grid, path, e.resolution if e else "")
         self.steps.value = steps_html(e)
         if e is not None and e.trace is not None:
-            fig = charts.dispatch_flow(tables.dispatch_flows(e.trace.events))
+            fig = charts.dispatch_flow(flow.dispatch_flows(e.trace.events))
             fig.update_layout(height=300, title={"text": "Dispatch flow of the recorded run (calls)"})
             with self.flow.batch_update():
                 self.flow.data = []

@@ -1,10 +1,11 @@
 """The HTML report (``Trace.to_html``): one self-contained file that works offline and needs no server.
 
-It holds plotly.js once (inline, no CDN), the timeline's JavaScript with precomputed levels of
+It opens on the verdict (``Trace.verdict()``: what falls back, what it costs, what to implement
+first). Then plotly.js once (inline, no CDN), the timeline's JavaScript with precomputed levels of
 detail (Note [Timeline level of detail]: zooming works without a kernel down to the finest level
 kept, whose size is bounded), the dashboard's charts, the static tables, the coverage of the ops
-that ran and a header saying what was run. Events are aggregated, never embedded one by one, so
-a million-event trace makes a report of bounded size; the report says so.
+that ran and, collapsed at the end, what was run. Events are aggregated, never embedded one by
+one, so a million-event trace makes a report of bounded size; the report says so.
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from openreg_lab.recording import _atomic
-from openreg_lab.views import charts, static, tables
+from openreg_lab import theme
+from openreg_lab.recording import _atomic, analysis, breakdown, flow
+from openreg_lab.recording.verdict import Verdict
+from openreg_lab.recording.verdict import verdict as verdict_of
+from openreg_lab.views import charts, static
 from openreg_lab.views._embed import plain_text, script_json
 from openreg_lab.views.lod import Pyramid
-from openreg_lab.views.timeline import COLOR_NAMES, PALETTE, marks_of, payload, rows_of
+from openreg_lab.views.timeline import COLOR_NAMES, PALETTE, marks_of, payload, rows_of, steps_of
 
 #: The report keeps pyramid levels of the timeline while their items stay under this many in all.
 MAX_TIMELINE_ITEMS = 60_000
@@ -38,8 +42,10 @@ def report_html(
     capacity: int | None = None,
     coverage: pd.DataFrame | None = None,
     op_events: str = "all",
+    verdict: Verdict | None = None,
 ) -> str:
-    """The report as one HTML string (see the module's docstring)."""
+    """The report as one HTML string (see the module's docstring): the verdict first, then the
+    timeline, the op table and the charts; what was run last, collapsed."""
     import plotly.io as pio
     import plotly.offline
 
@@ -52,10 +58,12 @@ def report_html(
         "op events": "every op call" if op_events == "all" else "openreg's kernels only",
         **dict(run_info or {}),
     }
-    fallbacks = tables.fallback_costs(events)
+    if verdict is None:
+        verdict = verdict_of(events, dropped=dropped, capacity=capacity, op_events=op_events)
+    fallbacks = breakdown.fallback_costs(events)
     figs = [
         ("Fallbacks", charts.fallbacks(fallbacks)),
-        ("Dispatch flow", charts.dispatch_flow(tables.dispatch_flows(events))),
+        ("Dispatch flow", charts.dispatch_flow(flow.dispatch_flows(events))),
         ("Copies and casts", charts.copies_and_casts(events)),
         ("Memory", charts.memory(events, pyramid)),
     ]
@@ -65,7 +73,7 @@ def report_html(
         div = pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=f"chart{i}")
         chart_html.append(f"<section><h2>{html.escape(name)}</h2>{div}</section>")
         if name == "Fallbacks":
-            chart_html.append(static.fallback_bars_html(fb, tables.savings_sentence(fb)))
+            chart_html.append(static.fallback_bars_html(fb, breakdown.savings_sentence(fb)))
     levels, kept = _timeline_levels(pyramid, events)
     model = {
         "rows": rows_of(pyramid),
@@ -74,6 +82,8 @@ def report_html(
         "memory_color": "#264653",
         "mark_color": "#d62828",
         "marks": marks_of(pyramid),
+        "steps": steps_of(events),
+        "step_color": theme.STEP_BAND_COLOR,
         "span_ns": float(max(pyramid.span, 1)),
         "view": [0.0, float(max(pyramid.span, 1))],
         "width": 900,
@@ -84,7 +94,7 @@ def report_html(
     }
     js = Path(__file__).with_name("timeline.js").read_text()
     plotly_js = plotly.offline.get_plotlyjs()
-    ops = tables.op_table(events)
+    ops = analysis.summary(events)
     cov = ""
     if coverage is not None:
         ran = coverage[coverage["hits"] > 0].sort_values("time_ns", ascending=False)
@@ -109,7 +119,7 @@ def report_html(
         f"{pyramid.slice_count:,} slices: zoomed out, events are aggregated per time bucket and row "
         f"(the longest slice of each is drawn); zooming in draws finer levels, down to {finest}."
     )
-    casts = static.table_html(tables.cast_table(events), static.CAST_COLUMNS, max_rows=100)
+    casts = static.table_html(breakdown.cast_table(events), static.CAST_COLUMNS, max_rows=100)
     info_rows = "".join(
         f"<tr><th style='{static._TH}'>{html.escape(k)}</th>"
         f"<td style='{static._TD}'>{html.escape(str(v))}</td></tr>"
@@ -121,14 +131,15 @@ def report_html(
 h1{{font-size:20px}} h2{{font-size:15px;margin-top:22px}} section{{margin-bottom:12px}}</style>
 <script>{plotly_js}</script></head>
 <body><h1>{html.escape(title)}</h1>
-<table style="{static._TABLE}">{info_rows}</table>
-{static.header_html(events, dropped=dropped, capacity=capacity, op_events=op_events)}
+<section id="verdict">{static.header_html(events, verdict)}</section>
 <section><h2>Timeline</h2><div id="timeline" style="width:100%"></div>
 <div style="color:#555">{html.escape(detail_note)}</div></section>
 <section><h2>Ops</h2>{static.table_html(ops, static.OP_COLUMNS, max_rows=200)}</section>
 {"".join(chart_html)}
 <section><h2>Autocast casts</h2>{casts}</section>
 {cov}
+<details id="run-info"><summary><b>What was run</b> (torch, command, policy, trace settings)</summary>
+<table style="{static._TABLE}">{info_rows}</table></details>
 <script type="module">
 {_static_model_js()}
 const mod = await import(URL.createObjectURL(new Blob([{script_json(js)}], {{type: "text/javascript"}})));
@@ -204,6 +215,7 @@ def write_report(
     capacity: int | None = None,
     coverage: pd.DataFrame | None = None,
     op_events: str = "all",
+    verdict: Verdict | None = None,
 ) -> None:
     """Write ``report_html(...)`` to ``path``; a path that cannot be written raises ``OSError``
     naming it."""
@@ -215,6 +227,7 @@ def write_report(
         capacity=capacity,
         coverage=coverage,
         op_events=op_events,
+        verdict=verdict,
     )
     try:
         with _atomic.replacing(path, "w", encoding="utf-8") as f:

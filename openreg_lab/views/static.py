@@ -14,7 +14,9 @@ import numpy as np
 import pandas as pd
 
 from openreg_lab import theme
-from openreg_lab.views import tables
+from openreg_lab.recording import analysis, breakdown, flow
+from openreg_lab.recording.verdict import Verdict
+from openreg_lab.recording.verdict import verdict as verdict_of
 from openreg_lab.views.lod import PALETTE, Pyramid
 
 #: Rows of a static table at most; the rest are counted.
@@ -31,6 +33,12 @@ FLOW_COLUMNS = [("source", "from", "text"), ("target", "to", "text"), ("calls", 
 CAST_COLUMNS = [
     ("op", "op", "text"), ("from_dtype", "from", "text"), ("to_dtype", "to", "text"),
     ("casts", "casts", "int"), ("bytes", "bytes", "bytes"), ("cache_hits", "cache hits", "int"),
+]  # fmt: skip
+FIRST_COLUMNS = [
+    ("rank", "#", "int"), ("name", "op", "text"), ("saves_ns", "would save", "ns"),
+    ("share", "of the time", "pct"), ("calls", "calls", "int"), ("bytes_moved", "bytes moved", "bytes"),
+    ("copy_ns", "copies", "ns"),
+    ("cpu_ns", "CPU compute", "ns"), ("sources", "called from", "text"),
 ]  # fmt: skip
 PEAK_COLUMNS = [("device", "device", "text"), ("peak_bytes", "peak", "bytes"), ("t_ns", "at", "ns"),
                 ("op", "allocated by", "text")]  # fmt: skip
@@ -50,33 +58,53 @@ def one_line(events: pd.DataFrame, dropped: int = 0) -> str:
     )
 
 
-#: What the header says under a trace recorded with ``trace(ops="kernels")``.
-KERNEL_OPS_NOTE = (
-    'Op events come from openreg\'s kernels and fallback only (trace(ops="kernels")): composite ops '
-    "such as aten::linear, autograd nodes and kernels registered with torch.library are not recorded, "
-    "and each op's dispatch path starts at its kernel's key. Trace with ops=\"all\" to see them."
-)
-
-
-def header_html(
-    events: pd.DataFrame, *, dropped: int = 0, capacity: int | None = None, op_events: str = "all"
-) -> str:
-    """The dashboard's first line: event counts by kind, span, a red warning for dropped events and
-    a note when ``op_events`` is ``"kernels"`` (only the ops openreg ran were recorded)."""
+def header_html(events: pd.DataFrame, v: Verdict) -> str:
+    """The dashboard's first lines: event counts by kind and span, then the verdict (``verdict_html``)."""
     kinds = events["kind"].value_counts().to_dict()
-    span = tables._span(events)
+    span = analysis.span(events)
     counts = ", ".join(f"{n:,} {k}" for k, n in kinds.items())
-    warn = ""
-    if dropped:
-        warn = (
-            f"<div style='color:#b00020;font-weight:600'>{dropped:,} events were dropped: the trace holds at "
-            f"most {capacity or 0:,}. Totals below miss them; trace again with a larger capacity.</div>"
-        )
-    if op_events == "kernels":
-        warn += f"<div style='color:#8a5a00'>{html.escape(KERNEL_OPS_NOTE)}</div>"
     return (
         f"<div style='font:13px system-ui,sans-serif'><b>openreg trace</b>: {len(events):,} events "
-        f"over {theme.format_ns(span)} ({html.escape(counts) or 'nothing recorded'})</div>{warn}"
+        f"over {theme.format_ns(span)} ({html.escape(counts) or 'nothing recorded'})</div>{verdict_html(v)}"
+    )
+
+
+def verdict_html(v: Verdict) -> str:
+    """The verdict (``Trace.verdict()``): a headline, the time shares as bars, the median step, the
+    ops to implement first with calls, bytes moved and source lines, and the warnings."""
+    colors = {
+        "CPU fallbacks": theme.kernel_color("fallback"),
+        "copies": theme.COPY_COLORS["D2H"],
+        "autocast casts": theme.CAST_COLOR,
+    }
+    bars = "".join(
+        f"<div class='openreg-share' data-label='{html.escape(sh.label)}' data-share='{sh.share:.6f}'>"
+        f"<span style='display:inline-block;width:120px'>{html.escape(sh.label)}</span>"
+        f"<span style='display:inline-block;width:{max(sh.share, 0) * 240:.1f}px;height:10px;"
+        f"background:{colors.get(sh.label, theme.DISPATCH_KEY_COLOR)}'></span> <b>{sh.share:.1%}</b> "
+        f"<span style='color:#555'>{html.escape(theme.format_ns(sh.ns) + sh.detail)}</span></div>"
+        for sh in v.shares
+    )
+    step = f"<div class='openreg-step-verdict'>{html.escape(v.step)}</div>" if v.step else ""
+    first = ""
+    if v.first:
+        rows = pd.DataFrame(v.first)
+        rows["rank"] = range(1, len(rows) + 1)
+        first = (
+            "<div style='margin-top:4px'><b>Implement first</b> "
+            "(by the time a native kernel would save)</div>"
+            + table_html(rows, FIRST_COLUMNS, max_rows=len(rows))
+            + (f"<div style='color:#555'>… and {v.more} more ops that fell back</div>" if v.more else "")
+        )
+    warns = "".join(
+        f"<div class='openreg-warning' style='color:{theme.WARNING_COLOR};font-weight:600'>"
+        f"{html.escape(w)}</div>"
+        for w in v.warnings
+    )
+    return (
+        "<div class='openreg-verdict' style='font:12px system-ui,sans-serif;margin:4px 0 8px 0'>"
+        "<div class='openreg-headline' style='font-size:14px;margin-bottom:4px'>"
+        f"<b>{html.escape(v.headline())}</b></div>{warns}{bars}{step}{first}</div>"
     )
 
 
@@ -194,25 +222,31 @@ def dashboard_html(
     ops: pd.DataFrame | None = None,
     flows: pd.DataFrame | None = None,
     fallbacks: pd.DataFrame | None = None,
+    verdict: Verdict | None = None,
 ) -> str:
     """The dashboard without a kernel: header, timeline, op table, fallbacks, dispatch flow, casts, memory.
 
     A live dashboard passes the tables it already computed (``pyramid``, ``ops``, ``flows``,
-    ``fallbacks``) so that displaying it does not compute them twice.
+    ``fallbacks``, ``verdict``) so that displaying it does not compute them twice.
     """
     pyramid = pyramid if pyramid is not None else Pyramid(events)
-    ops = ops if ops is not None else tables.op_table(events)
-    flows = flows if flows is not None else tables.dispatch_flows(events)
-    fb = fallbacks if fallbacks is not None else tables.fallback_costs(events)
-    casts = tables.cast_table(events)
-    peaks = tables.memory_peaks(events)
+    ops = ops if ops is not None else analysis.summary(events)
+    flows = flows if flows is not None else flow.dispatch_flows(events)
+    fb = fallbacks if fallbacks is not None else breakdown.fallback_costs(events)
+    casts = breakdown.cast_table(events)
+    peaks = breakdown.memory_peaks(events)
     sections = [
-        header_html(events, dropped=dropped, capacity=capacity, op_events=op_events),
+        header_html(
+            events,
+            verdict
+            if verdict is not None
+            else verdict_of(events, dropped=dropped, capacity=capacity, op_events=op_events),
+        ),
         timeline_svg(pyramid),
         "<h4>Ops</h4>",
         table_html(ops, OP_COLUMNS),
         "<h4>Fallbacks</h4>",
-        fallback_bars_html(fb, tables.savings_sentence(fb)),
+        fallback_bars_html(fb, breakdown.savings_sentence(fb)),
         "<h4>Dispatch flow</h4>",
         table_html(flows, FLOW_COLUMNS),
         "<h4>Autocast casts</h4>",

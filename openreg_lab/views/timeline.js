@@ -62,6 +62,31 @@ function fmtBytes(b) {
   return i ? `${b.toFixed(1)} ${u[i]}` : `${b} B`;
 }
 
+// The step picker: "all steps", then one entry a step; picking one zooms to it.
+function stepPicker(steps, zoom) {
+  if (!steps.length) return null;
+  const sel = document.createElement("select");
+  sel.className = "openreg-step-picker";
+  sel.title = "zoom to one training step";
+  sel.style.cssText = "font:inherit;padding:1px 4px";
+  const all = document.createElement("option");
+  all.value = "-1";
+  all.textContent = `all ${steps.length} steps`;
+  sel.appendChild(all);
+  steps.forEach((s, k) => {
+    const o = document.createElement("option");
+    o.value = String(k);
+    o.textContent = `step ${s.step}: ${fmtNs(s.t1 - s.t0)}${s.complete ? "" : " (unfinished)"}`;
+    sel.appendChild(o);
+  });
+  sel.addEventListener("change", () => {
+    const k = Number(sel.value);
+    if (k < 0) zoom(null, null);
+    else zoom(steps[k].t0, steps[k].t1);
+  });
+  return sel;
+}
+
 function render({ model, el }) {
   el.classList.add("openreg-timeline");
   const root = document.createElement("div");
@@ -79,6 +104,8 @@ function render({ model, el }) {
   const zoomIn = mkBtn("+", "zoom in (or scroll on the timeline)");
   const zoomOut = mkBtn("−", "zoom out");
   const reset = mkBtn("reset", "show the whole trace (or double-click)");
+  const picker = stepPicker(model.get("steps") || [], (a, b) => (a === null ? setView(0, span) : setView(a, b)));
+  if (picker) bar.appendChild(picker);
   const status = document.createElement("span");
   status.className = "openreg-timeline-status";
   status.style.cssText = "color:#555;margin-left:8px";
@@ -164,6 +191,7 @@ function render({ model, el }) {
     ctx.fillStyle = "white";
     ctx.fillRect(0, 0, width, h);
     drawRuler(ctx);
+    drawStepBands(ctx);
     const rs = rows();
     rs.forEach((r, i) => {
       const y = RULER_H + i * ROW_H;
@@ -282,6 +310,25 @@ function render({ model, el }) {
       ctx.stroke();
       ctx.fillStyle = "#555";
       ctx.fillText(`peak in view ${fmtBytes(peak)}`, width - 150, y0 + 12);
+    });
+  }
+
+  // Training steps (Trace.steps()): a shaded band every other step, its number at the top.
+  function drawStepBands(ctx) {
+    const steps = model.get("steps") || [];
+    const h = height();
+    steps.forEach((s, k) => {
+      const xa = Math.max(x(s.t0), GUTTER);
+      const xb = Math.min(x(s.t1), width);
+      if (xb <= xa) return;
+      if (k % 2 === 0) {
+        ctx.fillStyle = model.get("step_color") || "rgba(29,53,87,0.07)";
+        ctx.fillRect(xa, RULER_H, xb - xa, h - RULER_H);
+      }
+      if (xb - xa > 36) {
+        ctx.fillStyle = "#1d3557";
+        ctx.fillText(`step ${s.step}${s.complete ? "" : " (unfinished)"}`, xa + 3, h - 4);
+      }
     });
   }
 

@@ -17,7 +17,7 @@ import pandas as pd
 import traitlets
 
 from openreg_lab import theme
-from openreg_lab.views import tables
+from openreg_lab.recording import lookup, steps
 from openreg_lab.views.lod import COLOR_KEYS, PALETTE, Pyramid, Query
 
 _ESM = Path(__file__).with_name("timeline.js")
@@ -45,6 +45,21 @@ def rows_of(pyramid: Pyramid) -> list[dict[str, Any]]:
 def marks_of(pyramid: Pyramid) -> list[dict[str, Any]]:
     """The user's marks (``openreg_lab.mark``) as ``{"t": ns, "name": ...}``."""
     return [{"t": float(t), "name": str(n)} for t, n in pyramid.marks]
+
+
+def steps_of(events: pd.DataFrame) -> list[dict[str, Any]]:
+    """The training steps as bands: ``{"step": n, "t0": ns, "t1": ns, "complete": bool}`` each
+    (``Trace.steps()``; empty when no step ended in the trace)."""
+    table = steps.table(events)
+    return [
+        {
+            "step": int(r.step),
+            "t0": float(r.start_ns),
+            "t1": float(r.start_ns + r.dur_ns),
+            "complete": bool(r.complete),
+        }
+        for r in table.itertuples(index=False)
+    ]
 
 
 def payload(pyramid: Pyramid, events: pd.DataFrame, q: Query) -> dict[str, Any]:
@@ -109,7 +124,7 @@ def _info(cols: dict[str, np.ndarray], i: int) -> str:
     if cols["bytes"][i]:
         lines.append(f"bytes: {theme.format_bytes(int(cols['bytes'][i]))}")
     if isinstance(cols["source"][i], str):
-        lines.append(f"source: {tables.cell_source(cols['source'][i])}")
+        lines.append(f"source: {lookup.cell_source(cols['source'][i])}")
     return "\n".join(lines)
 
 
@@ -124,7 +139,8 @@ def payload_size(p: dict[str, Any]) -> int:
 
 class Timeline(anywidget.AnyWidget):
     """The live timeline of one trace. Zoom with the wheel or the buttons, drag to pan,
-    double-click to reset, hover for details, click to select (``selected`` is the event id)."""
+    double-click to reset, hover for details, click to select (``selected`` is the event id);
+    training steps are shaded bands, and the step picker zooms to one."""
 
     _esm = _ESM
     rows = traitlets.List().tag(sync=True)
@@ -133,6 +149,8 @@ class Timeline(anywidget.AnyWidget):
     memory_color = traitlets.Unicode(theme.MEMORY_COLOR).tag(sync=True)
     mark_color = traitlets.Unicode(theme.MARK_COLOR).tag(sync=True)
     marks = traitlets.List().tag(sync=True)
+    steps = traitlets.List().tag(sync=True)  # training steps: bands and the step picker
+    step_color = traitlets.Unicode(theme.STEP_BAND_COLOR).tag(sync=True)
     span_ns = traitlets.Float(0.0).tag(sync=True)
     view = traitlets.List([0.0, 0.0]).tag(sync=True)
     width = traitlets.Int(900).tag(sync=True)
@@ -155,7 +173,12 @@ class Timeline(anywidget.AnyWidget):
         self._events = events
         span = float(span if span is not None else max(pyramid.span, 1))
         super().__init__(
-            rows=rows_of(pyramid), marks=marks_of(pyramid), span_ns=span, view=[0.0, span], **kwargs
+            rows=rows_of(pyramid),
+            marks=marks_of(pyramid),
+            steps=steps_of(events),
+            span_ns=span,
+            view=[0.0, span],
+            **kwargs,
         )
         self.add_class("openreg-timeline")  # setting `view` above made the first payload
 

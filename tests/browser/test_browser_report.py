@@ -7,15 +7,24 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from harness import SCREENSHOTS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from views_data import training_trace
 
 
-def test_the_report_draws_offline(browser: Any, tmp_path: Path):
-    path = tmp_path / "report.html"
-    training_trace().to_html(path, run_info={"command": "pytest"})
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
+    """A training trace (2 optimizer steps) and its report on disk."""
+    t = training_trace()
+    path = tmp_path_factory.mktemp("report") / "report.html"
+    t.to_html(path, run_info={"command": "pytest"})
+    return t, path
+
+
+def test_the_report_draws_offline(browser: Any, report: tuple[Any, Path]):
+    _, path = report
     page = browser.new_page(viewport={"width": 1300, "height": 1000})
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -40,5 +49,39 @@ def test_the_report_draws_offline(browser: Any, tmp_path: Path):
     assert status.inner_text() != before  # zoomed: fewer slices in view
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "report.png"))
+    page.close()
+    assert errors == []
+
+
+def test_the_report_opens_on_the_verdict_and_zooms_to_a_step(browser: Any, report: tuple[Any, Path]):
+    t, path = report
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.route("http*://**", lambda route: (errors.append(f"network: {route.request.url}"), route.abort()))
+    page.goto(path.as_uri())
+    page.locator("#timeline canvas").wait_for(timeout=20_000)
+    # The verdict is on the first screen, above the timeline; what was run is collapsed at the end.
+    verdict = page.locator(".openreg-verdict")
+    box = verdict.bounding_box()
+    assert box is not None and box["y"] < 200
+    assert verdict.locator(".openreg-headline").inner_text() == t.verdict().headline()
+    timeline = page.locator("#timeline").bounding_box()
+    assert timeline is not None and timeline["y"] > box["y"]
+    assert page.locator("#run-info").get_attribute("open") is None
+    assert not page.locator("#run-info table").is_visible()
+    # The step picker: every step, and picking one zooms the timeline to it.
+    steps = t.steps()
+    picker = page.locator(".openreg-step-picker")
+    options = picker.locator("option").all_inner_texts()
+    assert len(options) == len(steps) + 1 and options[0] == f"all {len(steps)} steps"
+    assert [o.split(":")[0] for o in options[1:]] == [f"step {n}" for n in steps["step"]]
+    status = page.locator(".openreg-timeline-status")
+    whole = int(status.get_attribute("data-items"))
+    picker.select_option("1")  # by value: the step at position 1
+    page.wait_for_timeout(300)
+    assert int(status.get_attribute("data-items")) < whole
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "report-verdict-step.png"))
     page.close()
     assert errors == []

@@ -1,7 +1,8 @@
 """The dashboard answers the mouse in a real JupyterLab: a click on a timeline slice fills the
 details panel, a click on a band of the dispatch flow filters the op table, the wheel zooms the
 timeline into real slices, and a click on a column header sorts. A trace with ops="kernels" says so in
-its dashboard, and its slices show the path from the kernel's own key."""
+its dashboard, and its slices show the path from the kernel's own key. The header leads with the
+verdict, and the step picker zooms the timeline to one training step."""
 
 from __future__ import annotations
 
@@ -82,4 +83,25 @@ def test_dashboard_of_a_kernels_only_trace_says_so(notebook_page: Callable[[str]
     assert "aten::mm" in cells and "fallback" in cells and "composite" not in cells
     details, _, _ = _click_a_slice(nb.page, dash)
     assert "PrivateUse1" in details.inner_text()  # the path from the kernel's own key
+    nb.assert_clean()
+
+
+def test_dashboard_leads_with_the_verdict_and_picks_a_step(notebook_page: Callable[[str], NotebookPage]):
+    nb, dash = _run_to_dashboard(notebook_page, "dashboard-steps.ipynb")
+    verdict = dash.locator(".openreg-verdict").first
+    headline = verdict.locator(".openreg-headline").inner_text()
+    assert headline.startswith("CPU fallbacks took ") and "implement aten::cumsum.out first" in headline
+    text = verdict.inner_text()
+    assert "step 0 took " in text and "the median of the 2 steps after it" in text
+    # The verdict is the dashboard's first thing, above the timeline.
+    v_box, t_box = verdict.bounding_box(), dash.locator(".openreg-timeline").first.bounding_box()
+    assert v_box is not None and t_box is not None and v_box["y"] < t_box["y"]
+    picker = dash.locator(".openreg-step-picker").first
+    assert picker.locator("option").all_inner_texts()[0] == "all 3 steps"
+    status = dash.locator(".openreg-timeline-status").first
+    canvas = dash.locator(".openreg-timeline canvas").first
+    before = canvas.screenshot()
+    picker.select_option("2")  # by value: the step at position 2, step 2
+    assert _until(lambda: canvas.screenshot() != before), "picking a step did not redraw the timeline"
+    assert _until(lambda: "none aggregated" in status.inner_text())
     nb.assert_clean()

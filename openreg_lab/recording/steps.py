@@ -1,0 +1,179 @@
+"""Training steps: ``openreg_lab.step()``, the optimizer hook that calls it, and the per-step table.
+
+A training script is a loop; the recorder knows where each of its steps ends without changes to
+the script: every ``optimizer.step()`` of ``torch.optim`` ends one (through torch's global
+optimizer step hooks), and ``openreg_lab.step()`` ends one by hand in loops without an optimizer.
+Each end is a ``step`` event in every open trace; ``Trace.steps()`` gives one row a step, and
+``trace(steps="5:8")`` records only the chosen steps.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from torch.optim.optimizer import register_optimizer_step_post_hook
+
+from openreg_lab import _C
+
+#: The columns of ``table``: one row a step.
+STEP_COLUMNS = [
+    "step", "start_ns", "dur_ns", "ops", "fallbacks", "copies", "bytes_copied", "casts", "peak_bytes",
+    "complete",
+]  # fmt: skip
+
+_lock = threading.Lock()
+_ended = 0  # steps ended in this process so far
+_listeners: list[Callable[[int], None]] = []  # traces waiting for chosen steps (trace(steps=...))
+
+
+def step() -> None:
+    """End the current training step: a ``step`` event in every open trace, and the next step begins.
+
+    ``torch.optim`` optimizers call this after each ``optimizer.step()``; call it by hand in loops
+    without one (inference, a hand-written update)::
+
+        with openreg_lab.trace() as t:
+            for batch in loader:
+                model(batch)
+                openreg_lab.step()
+        t.steps()
+
+    A loop with two optimizers ends two steps an iteration. Cheap when no trace is open.
+    """
+    global _ended
+    with _lock:
+        number = _ended
+        _ended += 1
+        listeners = list(_listeners)
+    _C._trace_step(number)
+    for listener in listeners:
+        listener(number + 1)
+
+
+def ended() -> int:
+    """How many steps have ended in this process (``step()`` calls and optimizer steps)."""
+    return _ended
+
+
+def listen(listener: Callable[[int], None]) -> None:
+    """Call ``listener(ended())`` after each step ends (a trace that records chosen steps)."""
+    with _lock:
+        _listeners.append(listener)
+
+
+def unlisten(listener: Callable[[int], None]) -> None:
+    """Stop calling ``listener`` (no error if it was not listening)."""
+    with _lock:
+        if listener in _listeners:
+            _listeners.remove(listener)
+
+
+def _after_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    step()
+
+
+_hook = register_optimizer_step_post_hook(_after_optimizer_step)
+
+
+def table(events: pd.DataFrame) -> pd.DataFrame:
+    """One row a step (``STEP_COLUMNS``): its number, start and duration, op calls, fallbacks,
+    copies and the bytes they moved, autocast casts, and the peak of device memory allocated
+    during it (the most any allocation of the step left allocated on one device; 0 if it
+    allocated nothing).
+
+    A step runs from the end of the previous one (the first, from the trace's start) to its
+    ``step`` event. Work after the last step event is one more row, ``complete`` False, when it
+    called any op. Empty when the trace holds no step event.
+    """
+    is_step = (events["kind"] == "step").to_numpy()
+    if not is_step.any():
+        return pd.DataFrame(columns=STEP_COLUMNS)
+    ends = events["start_ns"].to_numpy()[is_step].astype(np.int64)
+    numbers = events["seq"].to_numpy()[is_step].astype(np.int64)
+    start = events["start_ns"].to_numpy().astype(np.int64)
+    kind = events["kind"].to_numpy()
+    # The step each event belongs to: the first step ending at or after its start.
+    which = np.searchsorted(ends, start, side="left")
+    after = which == len(ends)
+    complete = [True] * len(ends)
+    bounds = [0, *ends.tolist()]
+    if (after & (kind == "op")).any():
+        end = start[after] + np.maximum(events["dur_ns"].to_numpy()[after], 0)
+        bounds.append(int(end.max()))
+        numbers = np.r_[numbers, numbers[-1] + 1]
+        complete.append(False)
+    n = len(numbers)
+    keep = ~is_step & (which < n)
+    w = which[keep]
+    k = kind[keep]
+    nbytes = events["bytes"].to_numpy()[keep].astype(np.int64)
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(w[mask], minlength=n)
+
+    copied = np.zeros(n, dtype=np.int64)
+    np.add.at(copied, w[k == "copy"], nbytes[k == "copy"])
+    peak = np.zeros(n, dtype=np.int64)
+    allocs = k == "alloc"
+    np.maximum.at(peak, w[allocs], events["total"].to_numpy()[keep][allocs].astype(np.int64))
+    starts = np.asarray(bounds[:-1], dtype=np.int64)
+    return pd.DataFrame(
+        {
+            "step": numbers,
+            "start_ns": starts,
+            "dur_ns": np.asarray(bounds[1:], dtype=np.int64) - starts,
+            "ops": count(k == "op"),
+            "fallbacks": count(k == "fallback"),
+            "copies": count(k == "copy"),
+            "bytes_copied": copied,
+            "casts": count(k == "cast"),
+            "peak_bytes": peak,
+            "complete": complete,
+        },
+        columns=STEP_COLUMNS,
+    )
+
+
+def steady_state(steps: pd.DataFrame) -> dict[str, Any] | None:
+    """The first step apart from the rest: ``first`` (its row as a dict), ``median_ns`` (the median
+    duration of the other complete steps) and ``steady`` (how many those are); None without
+    complete steps."""
+    done = steps[steps["complete"]]
+    if done.empty:
+        return None
+    rest = done.iloc[1:]
+    return {
+        "first": done.iloc[0].to_dict(),
+        "median_ns": int(rest["dur_ns"].median()) if len(rest) else None,
+        "steady": len(rest),
+    }
+
+
+def parse(chosen: object) -> range:
+    """The steps ``trace(steps=...)`` records: ``"5:8"`` (5 to 8, both included), ``"5"``, or a
+    ``range`` with step 1 (``range(5, 9)``); ValueError / TypeError naming the accepted forms."""
+    forms = "steps='5:8' (steps 5 to 8, both included), steps='5', or steps=range(5, 9)"
+    if isinstance(chosen, range):
+        out = chosen
+    elif isinstance(chosen, str):
+        first, sep, last = chosen.partition(":")
+        try:
+            lo = int(first)
+            hi = int(last) if sep else lo
+        except ValueError:
+            raise ValueError(f"trace(steps=...) takes {forms}; got {chosen!r}") from None
+        out = range(lo, hi + 1)
+    else:
+        raise TypeError(f"trace(steps=...) takes {forms}; got {type(chosen).__name__} {chosen!r}")
+    if out.step != 1 or len(out) == 0 or out.start < 0:
+        raise ValueError(f"trace(steps=...) takes a non-empty run of steps from 0: {forms}; got {chosen!r}")
+    return out
+
+
+def describe(chosen: range) -> str:
+    """``"5:8"`` for ``range(5, 9)``."""
+    return f"{chosen.start}:{chosen.stop - 1}" if len(chosen) > 1 else str(chosen.start)

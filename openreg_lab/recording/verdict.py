@@ -1,0 +1,200 @@
+"""The verdict: the answer a porting engineer came for, computed once for the report, the
+dashboard's header and ``openreg-lab run`` alike.
+
+What share of the traced time went to CPU fallbacks (their copies and their CPU compute apart),
+to copies and to autocast casts; the operators to implement first, ranked by the time a native
+kernel would save, each with its calls, bytes moved and source lines; the median training step;
+and the warnings that change how to read the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from openreg_lab import theme
+from openreg_lab.recording import analysis, breakdown, steps
+
+#: How many operators the verdict ranks.
+TOP = 5
+
+#: The warning under a trace recorded with ``trace(ops="kernels")``.
+KERNEL_OPS_NOTE = (
+    'Op events come from openreg\'s kernels and fallback only (trace(ops="kernels")): composite ops '
+    "such as aten::linear, autograd nodes and kernels registered with torch.library are not recorded, "
+    "and each op's dispatch path starts at its kernel's key. Trace with ops=\"all\" to see them."
+)
+
+
+@dataclass(frozen=True)
+class Share:
+    """Time spent in one kind of work, and its share of the traced time."""
+
+    label: str
+    ns: int
+    share: float
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """See the module docstring. ``first``: one dict a ranked operator (``name``, ``calls``,
+    ``saves_ns``, ``share``, ``bytes_moved``, ``copy_ns``, ``cpu_ns``, ``sources``)."""
+
+    span_ns: int
+    shares: list[Share]
+    first: list[dict[str, Any]]
+    more: int  # fallen-back operators beyond the ranked ones
+    step: str | None  # the first step and the median step, in words
+    warnings: list[str] = field(default_factory=list)
+
+    def headline(self) -> str:
+        """One sentence: the fallbacks' share and the first operator to implement."""
+        fb = self.shares[0]
+        if not self.first:
+            return f"No op fell back to the CPU in {theme.format_ns(self.span_ns)} of traced time."
+        top = self.first[0]
+        return (
+            f"CPU fallbacks took {fb.share:.1%} of the traced time ({theme.format_ns(fb.ns)} of "
+            f"{theme.format_ns(self.span_ns)}); implement {top['name']} first: it would save up to "
+            f"{theme.format_ns(top['saves_ns'])} ({top['share']:.1%})."
+        )
+
+    def lines(self) -> list[str]:
+        """The verdict as plain text lines (the command line prints them)."""
+        out = [self.headline()]
+        out += [f"  {s.label}: {s.share:.1%} ({theme.format_ns(s.ns)}{s.detail})" for s in self.shares]
+        if self.step:
+            out.append(f"  {self.step}")
+        if self.first:
+            out.append("implement first (by the time a native kernel would save):")
+            for i, r in enumerate(self.first, 1):
+                where = f", from {r['sources'][0]}" if r["sources"] else ""
+                more = f" (+{len(r['sources']) - 1} more)" if len(r["sources"]) > 1 else ""
+                out.append(
+                    f"  {i}. {r['name']}: saves up to {theme.format_ns(r['saves_ns'])} ({r['share']:.1%}), "
+                    f"{r['calls']} calls, {theme.format_bytes(r['bytes_moved'])} moved{where}{more}"
+                )
+            if self.more:
+                out.append(f"  ... and {self.more} more ops that fell back")
+        out += [f"warning: {w}" for w in self.warnings]
+        return out
+
+
+def verdict(
+    events: pd.DataFrame,
+    *,
+    dropped: int = 0,
+    capacity: int | None = None,
+    op_events: str = "all",
+    profile: str | None = None,
+    skipped: str | None = None,
+) -> Verdict:
+    """The verdict of a trace's events (``Trace.verdict()`` passes the trace's settings)."""
+    span = analysis.span(events)
+    kind = events["kind"]
+    dur = events["dur_ns"].clip(lower=0)
+    fb = breakdown.fallback_costs(events)
+    copies = events[kind == "copy"]
+    casts = events[kind == "cast"]
+
+    def share(ns: int) -> float:
+        return ns / span if span else 0.0
+
+    fb_ns = int(fb["total_ns"].sum())
+    fb_copy = int(fb["copy_to_cpu_ns"].sum() + fb["copy_back_ns"].sum())
+    fb_cpu = int(fb["cpu_ns"].sum())
+    copy_ns = int(dur[copies.index].sum())
+    cast_ns = int(dur[casts.index].sum())
+    shares = [
+        Share(
+            "CPU fallbacks",
+            fb_ns,
+            share(fb_ns),
+            f": copies {share(fb_copy):.1%}, CPU compute {share(fb_cpu):.1%}; "
+            f"{int(fb['calls'].sum()):,} calls of {len(fb)} ops",
+        ),
+        Share(
+            "copies",
+            copy_ns,
+            share(copy_ns),
+            f": {len(copies):,} copies moving {theme.format_bytes(int(copies['bytes'].sum()))}, "
+            "the fallbacks' included",
+        ),
+        Share(
+            "autocast casts",
+            cast_ns,
+            share(cast_ns),
+            f": {len(casts):,} casts, {theme.format_bytes(int(casts['bytes'].sum()))}",
+        ),
+    ]
+    first = [
+        {
+            "name": r.name,
+            "calls": int(r.calls),
+            "saves_ns": int(r.total_ns),
+            "share": float(r.share),
+            "bytes_moved": int(r.bytes_to_cpu + r.bytes_back),
+            "copy_ns": int(r.copy_to_cpu_ns + r.copy_back_ns),
+            "cpu_ns": int(r.cpu_ns),
+            "sources": list(r.sources),
+        }
+        for r in fb.head(TOP).itertuples(index=False)
+    ]
+    return Verdict(
+        span_ns=span,
+        shares=shares,
+        first=first,
+        more=max(len(fb) - TOP, 0),
+        step=_step_sentence(events),
+        warnings=_warnings(events, dropped, capacity, op_events, profile, skipped),
+    )
+
+
+def _step_sentence(events: pd.DataFrame) -> str | None:
+    s = steps.steady_state(steps.table(events))
+    if s is None:
+        return None
+    first = s["first"]
+    text = f"step {int(first['step'])} took {theme.format_ns(first['dur_ns'])}"
+    if s["median_ns"] is None:
+        return text + " (the only complete step)"
+    after = "the step after it" if s["steady"] == 1 else f"the median of the {s['steady']} steps after it"
+    return f"{text} (first-sight table reads, allocator warm-up); {after}: {theme.format_ns(s['median_ns'])}"
+
+
+def _warnings(
+    events: pd.DataFrame,
+    dropped: int,
+    capacity: int | None,
+    op_events: str,
+    profile: str | None,
+    skipped: str | None,
+) -> list[str]:
+    out = []
+    if dropped:
+        out.append(
+            f"{dropped:,} events were dropped: the trace holds at most {capacity or 0:,}; the totals miss "
+            "them. Trace again with a larger capacity"
+        )
+    if op_events == "kernels":
+        out.append(KERNEL_OPS_NOTE)
+    marks = events.loc[events["kind"] == "mark", "name"]
+    profiles = [m.removeprefix("profile: ") for m in marks if m.startswith("profile: ")]
+    used = [p for p in [profile, *profiles] if p and p != "none"]
+    if used:
+        names = ", ".join(dict.fromkeys(used))
+        out.append(
+            f"a coverage profile was in use ({names}): ops ran natively or fell back as on that backend, "
+            "not as openreg's own kernels would"
+        )
+    if (events["kind"] == "compiled").any():
+        out.append(
+            "the trace holds torch.compile regions: ops inside them ran from generated code, so their "
+            "calls and self times are not those of eager mode"
+        )
+    if skipped:
+        out.append(f"only chosen steps were recorded: {skipped}")
+    return out
