@@ -18,6 +18,8 @@ enum class Kind : int8_t {
   Alloc = 5,     // a device allocation
   Free = 6,      // a device free
   Mark = 7,      // an instant: something changed (e.g. a coverage profile)
+  Compiled = 8,  // torch.compile: a compiled graph's call, or one generated kernel in it
+  Compile = 9,   // torch.compile: compiling one graph, a graph break or a recompile
 };
 
 enum class Kernel : int8_t {

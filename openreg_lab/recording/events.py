@@ -37,7 +37,7 @@ EVENT_DTYPE = np.dtype(
 )
 assert EVENT_DTYPE.itemsize == 64
 
-KINDS = ("op", "backward", "fallback", "copy", "cast", "alloc", "free", "mark")
+KINDS = ("op", "backward", "fallback", "copy", "cast", "alloc", "free", "mark", "compiled", "compile")
 KERNELS = ("", "native", "fallback", "composite", "generic")
 CPU, NO_DEVICE = -1, -2
 CACHE_HIT = 1
