@@ -21,6 +21,8 @@ import sys
 import threading
 from typing import Any
 
+from openreg_lab.device import _compile_events
+
 #: The names Inductor reads from a PrivateUse1 device module.
 INDUCTOR_HOOKS = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen")
 
@@ -43,7 +45,7 @@ def register() -> None:
     with _lock:
         if _registered:
             return
-        from openreg_lab.device import _compile_events, _inductor
+        from openreg_lab.device import _inductor
 
         _inductor.register()
         _compile_events.install()
@@ -51,9 +53,13 @@ def register() -> None:
 
 
 def register_if_dynamo_loaded() -> None:
-    """:func:`register` if Dynamo is already imported (cheap otherwise: one dict lookup)."""
-    if not _registered and "torch._dynamo" in sys.modules:
+    """:func:`register` if Dynamo is already imported (cheap otherwise: one dict lookup).
+
+    Also puts back the compile callbacks, which ``torch._dynamo.reset()`` clears.
+    """
+    if "torch._dynamo" in sys.modules:
         register()
+        _compile_events.install()
 
 
 def inductor_hook(name: str) -> Any:

@@ -65,7 +65,7 @@ def _on_end(args: Any) -> None:
 
 
 def install() -> None:
-    """Register the callbacks with Dynamo (once; called by ``_compile.register``)."""
+    """Register the callbacks with Dynamo, unless they are (``torch._dynamo.reset()`` clears them)."""
     from torch._dynamo.callback import callback_handler
 
     if _on_start not in callback_handler.start_callbacks:
