@@ -155,7 +155,9 @@ void bind_trace(py::module_& m) {
         py::arg("device"));
   m.def("_trace_compile_begin", &trace::compile_begin, py::arg("name"));
   m.def("_trace_scope_end", &trace::scope_end, py::arg("token"), py::arg("reason") = 0);
-  m.def("_trace_compile", &trace::record_compile, py::arg("name"), py::arg("reason"));
+  m.def("_trace_compile", &trace::record_compile, py::arg("name"), py::arg("reason"),
+        py::arg("start_ns"));
+  m.def("_trace_now_ns", &trace::now_ns);
   m.def("_trace_bench_empty_callbacks", &trace::set_empty_callbacks, py::arg("empty"));
   m.def("_trace_bench_no_op_observer", &trace::set_no_op_observer, py::arg("off"));
   m.def("_trace_op_observer_installed", &trace::op_observer_installed);

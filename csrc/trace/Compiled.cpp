@@ -3,6 +3,8 @@
 #include "trace/Clock.h"
 #include "trace/Recorder.h"
 
+#include <algorithm>
+
 namespace openreg::trace {
 
 namespace {
@@ -81,7 +83,7 @@ void scope_end(int64_t t, uint32_t reason) {
   }
 }
 
-void record_compile(uint32_t name, uint32_t reason) {
+void record_compile(uint32_t name, uint32_t reason, int64_t start_ns) {
   if (!enabled()) {
     return;
   }
@@ -89,7 +91,9 @@ void record_compile(uint32_t name, uint32_t reason) {
   if (!w) {
     return;
   }
-  Event e = blank(Kind::Compile, now_ns());
+  const int64_t end = now_ns();
+  Event e = blank(Kind::Compile, start_ns > 0 ? std::min(start_ns, end) : end);
+  e.dur_ns = end - e.start_ns;
   e.name = name;
   e.dispatch = reason;
   w.append(e);

@@ -34,7 +34,9 @@ int64_t compile_begin(uint32_t name);
 // a non-zero `reason` (interned) becomes its `dispatch`.
 void scope_end(int64_t token, uint32_t reason = 0);
 
-// An instant `compile` event (a graph break) with its interned `reason`.
-void record_compile(uint32_t name, uint32_t reason);
+// A `compile` event with its interned `reason`, from `start_ns` (now_ns()
+// clock) to now: a compilation whose start was missed (openreg registered
+// with Dynamo while it compiled), or with start_ns 0 an instant (a graph break).
+void record_compile(uint32_t name, uint32_t reason, int64_t start_ns);
 
 }  // namespace openreg::trace
