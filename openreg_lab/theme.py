@@ -25,6 +25,9 @@ COPY_COLORS: dict[str, str] = {"H2D": "#f4a261", "D2H": "#e9c46a", "D2D": "#9c66
 CAST_COLOR = "#c77dff"
 MEMORY_COLOR = "#264653"
 MARK_COLOR = "#d62828"
+#: torch.compile: a generated kernel (or a compiled graph's call), and compiling a graph.
+COMPILED_COLOR = "#0077b6"
+COMPILE_COLOR = "#343a40"
 
 #: The split of a fallback's time: copying the arguments to the CPU, the CPU kernel, copying back.
 FALLBACK_PART_COLORS: dict[str, str] = {
@@ -53,6 +56,8 @@ CHROME_CNAMES: dict[str, str] = {
     "D2H": "bad",
     "D2D": "brown",
     "cast": "rail_animation",
+    "compiled": "cq_build_passed",
+    "compile": "startup",
 }
 
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"
@@ -67,7 +72,8 @@ def kernel_color(kernel: str | None) -> str:
 
 
 def event_color(kind: str, kernel: str | None = None, name: str | None = None) -> str:
-    """The colour of one event: ops by kernel kind, copies by direction, casts, backward nodes."""
+    """The colour of one event: ops by kernel kind, copies by direction, casts, backward nodes,
+    compiled code and compilations."""
     if kind == "copy":
         return COPY_COLORS.get(name or "", OTHER_COLOR)
     if kind == "cast":
@@ -76,6 +82,10 @@ def event_color(kind: str, kernel: str | None = None, name: str | None = None) -
         return BACKWARD_COLOR
     if kind == "fallback":
         return KERNEL_COLORS["fallback"]
+    if kind == "compiled":
+        return COMPILED_COLOR
+    if kind == "compile":
+        return COMPILE_COLOR
     return kernel_color(kernel)
 
 

@@ -7,6 +7,7 @@ Its generated code is read back (``run_and_get_code``) to know exactly which ker
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 
@@ -16,6 +17,11 @@ import torch
 from torch._inductor.utils import run_and_get_code
 
 import openreg_lab
+from openreg_lab import theme
+from openreg_lab.views import tables
+from openreg_lab.views.comparison import compare_table
+from openreg_lab.views.details import details_html
+from openreg_lab.views.lod import COLOR_KEYS, PALETTE, Pyramid
 
 
 def _f(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -84,6 +90,59 @@ def test_ops_compiled_code_still_dispatches_are_recorded_under_the_graph_call(co
     assert copies.bytes.tolist() == [128, 128, 256]
 
 
+def test_compare_eager_with_compiled_shows_what_fused_what_still_dispatches_and_falls_back(compiled):
+    fn, _, args = compiled
+    with openreg_lab.trace() as eager:
+        _f(*args)
+    table = compare_table(eager.events, _trace(fn, args)).set_index("name")
+    for op in ("aten::mul.Tensor", "aten::relu", "aten::add.Tensor"):  # vanished into kernels
+        row = table.loc[op]
+        assert (row.change, row.calls_a, row.calls_b, row.fused_a, row.fused_b) == ("fused in b", 1, 0, 0, 1)
+    still = table.loc["aten::mm.out"]  # Inductor's extern kernel reaches openreg's native mm
+    assert (still.change, still.calls_b, still.kernel_b) == ("only in b", 1, "native")
+    falls = table.loc["aten::sort.values_stable"]
+    assert (falls.kernel_a, falls.kernel_b, falls.calls_b) == ("fallback", "fallback", 1)
+
+
+def test_coverage_counts_the_calls_compiled_code_makes(compiled):
+    fn, _, args = compiled
+    with openreg_lab.trace() as t:
+        fn(*args)
+        _f(*args)  # the same ops eagerly: hits, but not compiled hits
+    cov = openreg_lab.coverage(trace=t).set_index("name")
+    assert cov.loc["aten::mm.out", ["hits", "compiled_hits"]].tolist() == [1, 1]
+    assert cov.loc["aten::sort.values_stable", ["hits", "compiled_hits"]].tolist() == [2, 1]
+    assert cov.loc["aten::relu", ["hits", "compiled_hits"]].tolist() == [1, 0]
+
+
+def test_views_draw_compiled_code_in_its_own_colour_and_list_the_fused_ops(compiled, tmp_path):
+    fn, _, args = compiled
+    with openreg_lab.trace() as t:
+        fn(*args)
+    ev = t.events
+    kernel = int(ev[ev.name == "cpp_fused_mul_relu_0"].id.iloc[0])
+    html = details_html(tables.details(ev, kernel))
+    assert "<b>fused ops</b>" in html and ">aten::mul.Tensor</span>" in html and ">aten::relu</span>" in html
+    assert theme.COMPILED_COLOR in html
+    pyramid = Pyramid(ev)
+    compiled_code = COLOR_KEYS.index("compiled")
+    drawn = pyramid.levels[0]
+    colours = {int(e): int(pyramid.color[e]) for e in drawn.event}
+    ids = ev[ev.kind == "compiled"].id.tolist()
+    assert [colours[i] for i in ids] == [compiled_code] * 3  # the graph's call and its two kernels
+    assert PALETTE[compiled_code] == theme.COMPILED_COLOR
+    t.export_chrome_trace(tmp_path / "c.json")
+    chrome = json.loads((tmp_path / "c.json").read_text())["traceEvents"]
+    mine = [e for e in chrome if e.get("cat") == "compiled"]
+    assert [(e["name"], e["cname"]) for e in mine] == [
+        ("graph 0/0 inference", "cq_build_passed"),
+        ("cpp_fused_mul_relu_0", "cq_build_passed"),
+        ("cpp_fused_add_1", "cq_build_passed"),
+    ]
+    assert mine[1]["args"]["fused"] == "aten::mul.Tensor, aten::relu"
+
+
+# These two reset Dynamo: they come last, after the tests of the module's compiled function.
 def test_a_compile_a_recompile_and_a_graph_break_are_compile_events_with_their_reasons():
     torch._dynamo.reset()
     g = torch.compile(lambda a: a.cos() * 2)
