@@ -28,6 +28,9 @@ MARK_COLOR = "#d62828"
 DISPATCH_KEY_COLOR = "#5c677d"  # a dispatch key in the Sankey
 WARNING_COLOR = "#b00020"  # what changes how to read a trace: dropped events, a profile...
 STEP_BAND_COLOR = "rgba(29,53,87,0.07)"  # every other training step on the timeline
+#: torch.compile: a generated kernel (or a compiled graph's call), and compiling a graph.
+COMPILED_COLOR = "#0077b6"
+COMPILE_COLOR = "#343a40"
 
 #: The split of a fallback's time: copying the arguments to the CPU, the CPU kernel, copying back.
 FALLBACK_PART_COLORS: dict[str, str] = {
@@ -56,6 +59,8 @@ CHROME_CNAMES: dict[str, str] = {
     "D2H": "bad",
     "D2D": "brown",
     "cast": "rail_animation",
+    "compiled": "cq_build_passed",
+    "compile": "startup",
 }
 
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"
@@ -70,7 +75,8 @@ def kernel_color(kernel: str | None) -> str:
 
 
 def event_color(kind: str, kernel: str | None = None, name: str | None = None) -> str:
-    """The colour of one event: ops by kernel kind, copies by direction, casts, backward nodes."""
+    """The colour of one event: ops by kernel kind, copies by direction, casts, backward nodes,
+    compiled code and compilations."""
     if kind == "copy":
         return COPY_COLORS.get(name or "", OTHER_COLOR)
     if kind == "cast":
@@ -79,6 +85,10 @@ def event_color(kind: str, kernel: str | None = None, name: str | None = None) -
         return BACKWARD_COLOR
     if kind == "fallback":
         return KERNEL_COLORS["fallback"]
+    if kind == "compiled":
+        return COMPILED_COLOR
+    if kind == "compile":
+        return COMPILE_COLOR
     return kernel_color(kernel)
 
 

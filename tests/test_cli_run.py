@@ -200,6 +200,56 @@ def test_from_cuda_runs_an_unmodified_cuda_script(tmp_path):
     assert set(casts["to_dtype"]) == {"bfloat16"}
 
 
+COMPILED_CUDA_SCRIPT = """
+import sys
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+torch.backends.cuda.matmul.allow_tf32 = True
+dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+torch.manual_seed(1337)
+model = nn.Sequential(nn.LayerNorm(16), nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4)).to(device)
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+if "--no-compile" not in sys.argv:
+    model = torch.compile(model)
+for it in range(3):
+    x = torch.randn(8, 16, device=device)
+    y = torch.randint(0, 4, (8,), device=device)
+    with torch.autocast(device_type="cuda", dtype=dtype):
+        loss = F.cross_entropy(model(x).float(), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+    stream = torch.cuda.current_stream().stream_id
+    print(f"iter {it}: loss {loss.item():.4f} on {x.device} {dtype} stream {stream}")
+"""
+
+
+def test_from_cuda_runs_a_cuda_script_that_compiles_with_the_default_backend(tmp_path):
+    # Dynamo's guards read torch.cuda.streams.Stream and trace from_cuda's TorchFunctionMode.
+    (tmp_path / "train.py").write_text(COMPILED_CUDA_SCRIPT)
+    compiled = openreg_lab("run", "--from-cuda", "--trace", "c.trace", "train.py", cwd=tmp_path, timeout=300)
+    assert compiled.returncode == 0, compiled.stderr
+    eager = openreg_lab("run", "--from-cuda", "train.py", "--no-compile", cwd=tmp_path, timeout=300)
+    assert eager.returncode == 0, eager.stderr
+    lines = compiled.stdout.splitlines()
+    assert [line.split(" loss ")[0] for line in lines] == ["iter 0:", "iter 1:", "iter 2:"]
+    assert all(line.endswith("on openreg:0 torch.bfloat16 stream 0") for line in lines)
+    got = [float(line.split()[3]) for line in lines]
+    want = [float(line.split()[3]) for line in eager.stdout.splitlines()]
+    assert got == pytest.approx(want, rel=2e-2)  # bfloat16 autocast, compiled vs eager
+    ev = lab.load_trace(tmp_path / "c.trace").events
+    compiles = ev[ev.kind == "compile"]
+    # Dynamo is imported inside the trace: its first compilation is recorded too (from its start).
+    assert compiles.name.iloc[0] == "compile 0/0" and (compiles.dur_ns > 0).all()
+    assert compiles.name.str.fullmatch(r"compile \d+/0( backward)?").all(), compiles.name.tolist()
+    calls = ev[(ev.kind == "compiled") & ev.fused.isna()].name.tolist()
+    assert calls == ["graph 0/0 forward", "graph 0/0 backward"] * 3
+
+
 def _losses(stdout: str) -> list[tuple[int, str]]:
     epochs = [line.split() for line in stdout.splitlines() if line.startswith("epoch")]
     return [(int(words[1]), words[3]) for words in epochs]

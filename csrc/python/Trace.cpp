@@ -4,6 +4,7 @@
 
 #include "python/Trace.h"
 
+#include "trace/Compiled.h"
 #include "trace/DispatchPath.h"
 
 #include "trace/Hooks.h"
@@ -147,6 +148,17 @@ void bind_trace(py::module_& m) {
       py::arg("name"), py::arg("overload") = "");
   m.def("_trace_mark", [](const std::string& name) { trace::record_mark(name); }, py::arg("name"));
   m.def("_trace_step", [](int64_t number) { trace::record_step(number); }, py::arg("number"));
+  // Note [Compiled code in the trace]: called by the code Inductor generates.
+  m.def(
+      "_trace_intern", [](const std::string& text) { return trace::intern(text); },
+      py::arg("text"));
+  m.def("_trace_compiled_begin", &trace::compiled_begin, py::arg("name"), py::arg("fused"),
+        py::arg("device"));
+  m.def("_trace_compile_begin", &trace::compile_begin, py::arg("name"));
+  m.def("_trace_scope_end", &trace::scope_end, py::arg("token"), py::arg("reason") = 0);
+  m.def("_trace_compile", &trace::record_compile, py::arg("name"), py::arg("reason"),
+        py::arg("start_ns"));
+  m.def("_trace_now_ns", &trace::now_ns);
   m.def("_trace_bench_empty_callbacks", &trace::set_empty_callbacks, py::arg("empty"));
   m.def("_trace_bench_no_op_observer", &trace::set_no_op_observer, py::arg("off"));
   m.def("_trace_op_observer_installed", &trace::op_observer_installed);

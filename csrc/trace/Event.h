@@ -18,7 +18,9 @@ enum class Kind : int8_t {
   Alloc = 5,     // a device allocation
   Free = 6,      // a device free
   Mark = 7,      // an instant: something changed (e.g. a coverage profile)
-  // 8 to 10 are taken by other kinds (openreg_lab/recording/events.py KINDS).
+  Compiled = 8,  // torch.compile: a compiled graph's call, or one generated kernel in it
+  Compile = 9,   // torch.compile: compiling one graph, a graph break or a recompile
+  // 10 is taken by another kind (openreg_lab/recording/events.py KINDS).
   Step = 11,  // an instant: a training step ended; seq: the step's number
 };
 

@@ -2,8 +2,8 @@
 
 Importing :mod:`openreg_lab` registers this module as ``torch.openreg``, the counterpart of
 ``torch.cuda``: devices, streams and events, memory statistics and limits, random seeds and the
-dtypes autocast may use. ``torch.compile`` works with ``backend="eager"`` and ``"aot_eager"``; the
-default backend, Inductor, raises ``InductorUnsupportedError`` naming them (``_compile.py``).
+dtypes autocast may use. ``torch.compile`` works with every backend, Inductor included: openreg
+registers with Dynamo and Inductor once Dynamo is loaded (``_compile.py``, ``_inductor.py``).
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ import torch
 
 from openreg_lab.device import _compile
 from openreg_lab.device._backend_meta import _backend_format, _backend_formats, _set_backend_format
-from openreg_lab.device._compile import InductorUnsupportedError
+from openreg_lab.device._compile_options import InductorUnsupportedError
 from openreg_lab.device._devices import (
     _is_in_bad_fork,
-    _lazy_init,
     current_device,
     device,
     device_count,
@@ -64,6 +63,11 @@ from openreg_lab.device._streams import (
 )
 
 
+def _lazy_init() -> None:
+    """Nothing to initialise; Dynamo calls this when it traces a frame, when openreg registers with it."""
+    _compile.register_if_dynamo_loaded()
+
+
 def get_amp_supported_dtype() -> list[torch.dtype]:
     """The lower-precision dtypes ``torch.autocast("openreg", dtype=...)`` accepts."""
     return [torch.float16, torch.bfloat16]
@@ -75,7 +79,7 @@ def is_bf16_supported() -> bool:
 
 
 def __getattr__(name: str) -> Any:
-    """Inductor's code generator hooks (``openreg_lab/device/_compile.py``), looked up only by it."""
+    """Inductor's code generator (``openreg_lab/device/_inductor.py``), looked up only by Inductor."""
     if name in _compile.INDUCTOR_HOOKS:
         return _compile.inductor_hook(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

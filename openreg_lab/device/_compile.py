@@ -1,68 +1,75 @@
-"""``torch.compile`` on openreg: which backends work, and a clear error for the one that cannot.
+"""``torch.compile`` on openreg: when openreg registers with Dynamo and Inductor, and what it refuses.
 
-``torch.compile(fn, backend="eager")`` and ``backend="aot_eager"`` work on openreg: Dynamo captures
-the graph (and AOTAutograd its backward) and runs it through openreg's kernels. The default backend,
-Inductor, generates Triton or C++ kernels for the devices it has a code generator for, and has
-none for openreg: it failed with a bare ``KeyError: 'openreg'``.
+Every backend works on openreg tensors: ``"eager"`` and ``"aot_eager"`` run the captured graph
+through openreg's kernels, and the default, Inductor, generates C++ kernels that compute on
+openreg memory (``_inductor.py``). Importing :mod:`openreg_lab` does not import Dynamo or
+Inductor (a second or more): openreg registers with them (:func:`register`) as soon as Dynamo is
+in the process, at the first of
 
-Inductor asks a PrivateUse1 device module for the code generator of its device
-(``torch._inductor.codegen.common.init_backend_registration`` reads ``torch.openreg.Scheduling``,
-``PythonWrapperCodegen``, ``CppWrapperCodegen`` and ``WrapperFxCodegen``). openreg answers with
-stand-ins that raise :class:`InductorUnsupportedError`, naming the backends that work, as soon as
-Inductor starts generating code for an openreg graph. They are looked up only by Inductor, so
-importing openreg_lab does not import Inductor (which takes seconds).
+- ``import openreg_lab`` when Dynamo was imported before,
+- Dynamo's first use of the device (it calls ``torch.openreg._lazy_init`` when it traces a frame),
+- Inductor's lookup of ``torch.openreg.Scheduling`` and the other :data:`INDUCTOR_HOOKS`,
+- opening a trace (so that compilations inside it are recorded).
+
+Options openreg cannot honour raise ``InductorUnsupportedError`` naming the option and what works
+instead (``_compile_options.py``).
 """
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+import sys
+import threading
+from typing import Any
+
+from openreg_lab.device import _compile_events
 
 #: The names Inductor reads from a PrivateUse1 device module.
 INDUCTOR_HOOKS = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen")
 
-#: The torch.compile backends that run on openreg, named by the error for the one that does not.
-WORKING_BACKENDS = ("eager", "aot_eager")
+#: The torch.compile backends that run on openreg.
+WORKING_BACKENDS = ("inductor", "eager", "aot_eager")
+
+_lock = threading.Lock()
+_registered = False
 
 
-class InductorUnsupportedError(RuntimeError):
-    """torch.compile's default backend (Inductor) cannot generate code for openreg tensors."""
+def register() -> None:
+    """Register openreg with Dynamo (its device interface) and Inductor (its code generator).
 
-
-def _refuse() -> NoReturn:
-    working = " or ".join(f"backend={name!r}" for name in WORKING_BACKENDS)
-    raise InductorUnsupportedError(
-        "torch.compile's default backend, Inductor, cannot generate code for openreg tensors: it "
-        f"has no code generator for this device. Compile with {working} (e.g. torch.compile(model, "
-        f"backend={WORKING_BACKENDS[-1]!r})), which capture the graph and run it through openreg's "
-        "kernels, or move the model to the CPU to use Inductor."
-    )
-
-
-class _Scheduling:
-    """Inductor's kernel code generator for openreg: there is none (see the module docstring)."""
-
-    def __init__(self, scheduler: Any = None) -> None:
-        _refuse()
-
-
-class _WrapperCodegen:
-    """Inductor's host-side wrapper code generator for openreg: there is none."""
-
-    supports_caching = False  # Inductor asks first; there is no output to cache
-
-    @classmethod
-    def create(cls, *args: Any, **kwargs: Any) -> NoReturn:
-        _refuse()
-
-
-def inductor_hook(name: str) -> type:
-    """Return the stand-in for ``torch.openreg.<name>`` that Inductor asks for (``INDUCTOR_HOOKS``).
-
-    Inductor reads the device's op overrides before its wrapper code generator; registering
-    generic ones for openreg lets it reach the stand-ins instead of a ``KeyError``. Inductor is
-    already imported when it asks.
+    Also installs the Dynamo callbacks that record compilations in traces (``_compile_events``).
+    Idempotent and thread-safe; imports Inductor.
     """
-    from torch._inductor.codegen.common import DeviceOpOverrides, register_device_op_overrides
+    global _registered
+    if _registered:
+        return
+    with _lock:
+        if _registered:
+            return
+        from openreg_lab.device import _inductor
 
-    register_device_op_overrides("openreg", DeviceOpOverrides())
-    return _Scheduling if name == "Scheduling" else _WrapperCodegen
+        _inductor.register()
+        _compile_events.install()
+        _registered = True
+
+
+def register_if_dynamo_loaded() -> None:
+    """:func:`register` if Dynamo is already imported (cheap otherwise: one dict lookup).
+
+    Also puts back the compile callbacks, which ``torch._dynamo.reset()`` clears.
+    """
+    if "torch._dynamo" in sys.modules:
+        register()
+        _compile_events.install()
+
+
+def inductor_hook(name: str) -> Any:
+    """Return ``torch.openreg.<name>`` (one of ``INDUCTOR_HOOKS``) for Inductor, registering first."""
+    register()
+    from openreg_lab.device import _inductor
+
+    return {
+        "Scheduling": _inductor.OpenRegScheduling,
+        "PythonWrapperCodegen": _inductor.OpenRegWrapperCodegen,
+        "CppWrapperCodegen": _inductor.OpenRegCppWrapperCodegen,
+        "WrapperFxCodegen": None,
+    }[name]

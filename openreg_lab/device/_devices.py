@@ -102,7 +102,3 @@ def is_initialized() -> bool:
 def _is_in_bad_fork() -> bool:
     # Simulated devices hold no driver state, so a forked child may use them.
     return False
-
-
-def _lazy_init() -> None:
-    pass

@@ -7,7 +7,7 @@ import atexit
 import torch
 
 from openreg_lab import _C, device
-from openreg_lab.device import _sharing
+from openreg_lab.device import _compile, _sharing
 
 BACKEND = "openreg"
 
@@ -37,3 +37,4 @@ def register() -> None:
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
+    _compile.register_if_dynamo_loaded()

@@ -19,6 +19,8 @@ Inside the block:
   random functions are ``torch.openreg``'s; ``torch.cuda.amp`` (autocast, GradScaler) works.
 * ``torch.autocast("cuda")``, ``torch.amp.autocast("cuda")`` and ``torch.amp.GradScaler("cuda")``
   (and their ``torch.cuda.amp`` spellings) use openreg.
+* ``torch.compile`` works inside the block: Dynamo traces this translation in compiled code, and
+  ``torch.cuda.streams.Stream`` (which its guards read) is openreg's ``Stream``.
 * A public ``torch.cuda`` function with no openreg counterpart (``get_device_capability``, CUDA
   graphs, NVTX, ...) raises ``CudaNotMappedError`` naming the call when it is called.
 
@@ -60,8 +62,9 @@ def _map_device_type(value: Any) -> Any:
 
 
 _IS_CUDA = torch._C.TensorBase.__dict__["is_cuda"]
-# Torch functions whose positional arguments may be device strings.
-_TO_FUNCS = {torch._C.TensorBase.to, torch._C._nn._parse_to}
+# Torch functions whose positional arguments may be device strings. A tuple compared by identity:
+# Dynamo traces this mode inside compiled code, and cannot hash builtins (a graph break per op).
+_TO_FUNCS = (torch._C.TensorBase.to, torch._C._nn._parse_to)
 # Functions of the torch module taking an autocast device type first (not torch functions: patched).
 _DEVICE_TYPE_FUNCS = (
     "is_autocast_enabled",
@@ -86,7 +89,7 @@ class _CudaToOpenreg(TorchFunctionMode):
             return _to_openreg(*args, **kwargs)
         if getattr(func, "__self__", None) is _IS_CUDA and getattr(func, "__name__", "") == "__get__":
             return args[0].device.type == "openreg"
-        if func in _TO_FUNCS:
+        if any(func is f for f in _TO_FUNCS):
             args = tuple(_map_device(a) for a in args)
         elif any(type(a) is torch.device for a in args):
             args = tuple(_map_device(a) for a in args)
@@ -150,6 +153,21 @@ class _Unmapped:
         return f"<torch.cuda.{self._name}: not mapped to openreg>"
 
 
+class _StreamsModule(types.ModuleType):
+    """``torch.cuda.streams`` inside ``from_cuda()``: openreg's Stream and Event (Dynamo's guards
+    read ``torch.cuda.streams.Stream``); its other names are unmapped."""
+
+    def __init__(self) -> None:
+        super().__init__("torch.cuda.streams")
+        self.Stream = torch.openreg.Stream
+        self.Event = torch.openreg.Event
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Unmapped(f"streams.{name}")
+
+
 def _reset_peak() -> None:
     torch.openreg.reset_peak_memory_stats()
 
@@ -161,6 +179,7 @@ _EXTRA: dict[str, Callable[[], Any]] = {
     "reset_max_memory_allocated": lambda: _with_mapped_devices(lambda device=None: _reset_peak()),
     "OutOfMemoryError": lambda: torch.OutOfMemoryError,
     "amp": lambda: _REAL_CUDA.amp,
+    "streams": _StreamsModule,
 }
 
 _REAL_CUDA: types.ModuleType = torch.cuda

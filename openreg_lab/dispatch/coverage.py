@@ -9,6 +9,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -115,7 +116,10 @@ def coverage(profile: _profiles.Profile | None = None, *, trace: Any = None) -> 
     the active profile, if any. ``trace``: an object whose ``events`` DataFrame has the columns
     ``kind``, ``name``, ``kernel`` and ``dur_ns``; adds ``hits`` and ``time_ns`` (summed over the
     trace's ``op`` events) and ``traced_kernels`` (the kernels the trace saw, e.g. ``"fallback"``),
-    so that ``coverage(trace=t).sort_values("time_ns")`` ranks what to implement next.
+    so that ``coverage(trace=t).sort_values("time_ns")`` ranks what to implement next; and
+    ``compiled_hits``, the calls made from ``torch.compile``'d code: what a backend must implement
+    for compiled mode (the ops that still reach it after AOTAutograd's and Inductor's
+    decompositions and fusion).
     """
     ops = _profiles.profile_ops(profile) if profile is not None else _profiles.active_profile_ops()
     active = _profiles._active
@@ -173,4 +177,21 @@ def _join_trace(df: pd.DataFrame, trace: Any) -> pd.DataFrame:
     out["hits"] = out["hits"].fillna(0).astype("int64")
     out["time_ns"] = out["time_ns"].fillna(0).astype("int64")
     out["traced_kernels"] = out["traced_kernels"].fillna("")
+    is_op = (events["kind"] == "op").to_numpy()
+    compiled = ops[_inside_compiled(events)[is_op]].groupby("name").size()
+    out["compiled_hits"] = out["name"].map(compiled).fillna(0).astype("int64")
     return out
+
+
+def _inside_compiled(events: pd.DataFrame) -> np.ndarray:
+    """Per event (by row; parents are row ids): whether it ran under a ``compiled`` event."""
+    kind = events["kind"].to_numpy()
+    parent = events["parent"].to_numpy() if "parent" in events else np.full(len(events), -1)
+    inside = np.zeros(len(events), dtype=bool)
+    up = parent.astype(np.int64).copy()
+    while True:
+        live = up >= 0
+        if not live.any():
+            return inside
+        inside[live] |= kind[up[live]] == "compiled"
+        up[live] = parent[up[live]]

@@ -51,7 +51,7 @@ def write(path: str | os.PathLike[str], ev: pd.DataFrame, threads: dict[int, int
         colour = _cname(row.kind, row.kernel, row.name)
         args: dict[str, Any] = {"id": int(row.id), "parent": int(row.parent)}
         for key in ("kernel", "dispatch", "device", "src", "dst", "from_dtype", "to_dtype", "source",
-                    "argument"):  # fmt: skip
+                    "argument", "fused", "graph", "reason"):  # fmt: skip
             value = getattr(row, key)
             if isinstance(value, str):  # a missing value is None or NaN: left out, never written as NaN
                 args[key] = value
@@ -81,7 +81,7 @@ def _cname(kind: str, kernel: object, name: str) -> str | None:
     """The Chrome colour name of an event, from the one theme (``openreg_lab.theme``)."""
     if kind == "copy":
         return theme.CHROME_CNAMES.get(name)
-    if kind in ("cast", "backward"):
+    if kind in ("cast", "backward", "compiled", "compile"):
         return theme.CHROME_CNAMES[kind]
     if kind == "fallback":
         return theme.CHROME_CNAMES["fallback"]

@@ -39,7 +39,8 @@ assert EVENT_DTYPE.itemsize == 64
 
 # The index is the code of csrc/trace/Event.h's Kind; "kindN": a code this branch does not use.
 KINDS = (
-    "op", "backward", "fallback", "copy", "cast", "alloc", "free", "mark", "kind8", "kind9", "kind10", "step",
+    "op", "backward", "fallback", "copy", "cast", "alloc", "free", "mark", "compiled", "compile", "kind10",
+    "step",
 )  # fmt: skip
 STEP = KINDS.index("step")
 KERNELS = ("", "native", "fallback", "composite", "generic")

@@ -41,6 +41,9 @@ def details(events: pd.DataFrame, event_id: int) -> dict[str, Any]:
         "source": cell_source(_text(row["source"])),
         "children": children,
         "forward": None,
+        # torch.compile: the aten ops a generated kernel fused, Dynamo's reason for a (re)compile
+        "fused": [op for op in (_text(row.get("fused")) or "").split(", ") if op],
+        "reason": _text(row.get("reason")),
     }
     fwd = int(row["forward"])
     if fwd >= 0:

@@ -34,6 +34,7 @@ import pandas as pd
 import torch
 
 from openreg_lab import _C
+from openreg_lab.device import _compile
 from openreg_lab.recording import analysis, chrome, files, steps
 from openreg_lab.recording import events as _events
 from openreg_lab.recording import verdict as _verdict
@@ -46,7 +47,7 @@ DEFAULT_CAPACITY = 1_000_000
 EVENT_COLUMNS = [
     "id", "parent", "kind", "name", "kernel", "dispatch", "device", "thread", "start_ns", "dur_ns",
     "bytes", "src", "dst", "from_dtype", "to_dtype", "shapes", "dtypes", "source",
-    "seq", "forward", "argument", "cache_hit", "total",
+    "seq", "forward", "argument", "cache_hit", "total", "fused", "graph", "reason",
 ]  # fmt: skip
 
 
@@ -287,6 +288,7 @@ class Trace:
     def _open(self) -> None:
         self.profile = _C.profile_name()
         self._t0 = time.monotonic_ns()
+        _compile.register_if_dynamo_loaded()  # so that compilations inside are recorded
         self._session = _C._trace_open(
             self.capacity, self.record_shapes, self.stack, _skip_prefixes(), self.ops == "kernels"
         )
@@ -580,6 +582,7 @@ def _to_frame(c: Columns, t0: int) -> pd.DataFrame:
             "argument": np.where(is_cast, strings[f["dispatch"]], None),
             "cache_hit": np.where(is_cast, (f["flags"] & _events.CACHE_HIT) != 0, False),
             "total": np.where(is_mem, f["seq"], -1),
+            **_compiled_columns(f, strings),
         },
         columns=EVENT_COLUMNS,
     )
@@ -592,6 +595,30 @@ def _steps_of(chosen: range | str) -> range:
 
 def _ms(ns: int) -> str:
     return f"{ns / 1e6:,.1f} ms"
+
+
+def _compiled_columns(f: dict[str, np.ndarray], strings: np.ndarray) -> dict[str, np.ndarray]:
+    """``fused``, ``graph`` and ``reason`` (Note [Compiled code in the trace] in csrc/trace/Compiled.h).
+
+    A ``compiled`` event is a compiled graph's call (no fused ops) or a generated kernel inside
+    one: ``graph`` names the graph of both. A ``compile`` event's ``reason`` is Dynamo's.
+    """
+    kind, parent = f["kind"], f["parent"]
+    compiled = kind == _events.KINDS.index("compiled")
+    text = strings[f["dispatch"]]
+    is_kernel = compiled & (f["dispatch"] > 0)
+    graph = np.full(len(kind), None, dtype=object)
+    graph[compiled] = strings[f["name"][compiled]]
+    inner = is_kernel & (parent >= 0)
+    inner &= compiled[np.maximum(parent, 0)]
+    graph[inner] = graph[parent[inner]]
+    graph[is_kernel & ~inner] = None
+    is_compile = (kind == _events.KINDS.index("compile")) & (f["dispatch"] > 0)
+    return {
+        "fused": np.where(is_kernel, text, None),
+        "graph": graph,
+        "reason": np.where(is_compile, text, None),
+    }
 
 
 def _inherit(values: np.ndarray, parent: np.ndarray) -> np.ndarray:

@@ -3,7 +3,8 @@ calls, kernel kinds, time, bytes copied and casts, ops that fall back in one and
 the top, and both timelines on one shared, aligned time axis.
 
 The cases it exists for: profile ``default`` vs ``mps``, autocast off vs on, before and after
-registering a kernel.
+registering a kernel, eager vs ``torch.compile`` (``fused_a`` / ``fused_b``: the calls of
+generated kernels that fused the op, so an op that vanished into fused kernels says so).
 """
 
 from __future__ import annotations
@@ -22,15 +23,17 @@ from openreg_lab.views.lod import Pyramid
 from openreg_lab.views.table import Column, Table
 from openreg_lab.views.timeline import Timeline
 
-_PER_TRACE = ["calls", "fallback", "kernel", "time_ns", "bytes_copied", "casts"]
+_PER_TRACE = ["calls", "fallback", "kernel", "time_ns", "bytes_copied", "casts", "fused"]
 
 
 def compare_table(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     """Per op name, both traces side by side (``calls_a``, ``calls_b``, ... for ``_PER_TRACE``) and
     the differences ``d_calls``, ``d_time_ns``, ``d_bytes_copied``, ``d_casts`` (b minus a).
 
-    ``change`` says ``"falls back only in a"`` / ``"only in b"``, ``"kernel changed"``, ``"only in a"``
-    / ``"only in b"`` or ``""``; rows with a fallback difference come first, then by ``|d_time_ns|``.
+    ``change`` says ``"falls back only in a"`` / ``"only in b"``, ``"fused in a"`` / ``"fused in b"``
+    (no call reached openreg in that trace, compiled kernels fused it), ``"kernel changed"``, ``"only
+    in a"`` / ``"only in b"`` or ``""``; rows with a fallback difference come first, then by
+    ``|d_time_ns|``.
     """
     sides = [_per_op(a).add_suffix("_a"), _per_op(b).add_suffix("_b")]
     out = sides[0].join(sides[1], how="outer")
@@ -44,8 +47,24 @@ def compare_table(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
         out[f"d_{col}"] = out[f"{col}_b"] - out[f"{col}_a"]
     fa, fb = out["fallback_a"] > 0, out["fallback_b"] > 0
     change = np.select(
-        [fa & ~fb, fb & ~fa, out["calls_a"] == 0, out["calls_b"] == 0, out["kernel_a"] != out["kernel_b"]],
-        ["falls back only in a", "falls back only in b", "only in b", "only in a", "kernel changed"],
+        [
+            fa & ~fb,
+            fb & ~fa,
+            (out["calls_a"] == 0) & (out["fused_a"] > 0),
+            (out["calls_b"] == 0) & (out["fused_b"] > 0),
+            out["calls_a"] == 0,
+            out["calls_b"] == 0,
+            out["kernel_a"] != out["kernel_b"],
+        ],
+        [
+            "falls back only in a",
+            "falls back only in b",
+            "fused in a",
+            "fused in b",
+            "only in b",
+            "only in a",
+            "kernel changed",
+        ],
         default="",
     )
     out["change"] = change
@@ -67,7 +86,23 @@ def _per_op(events: pd.DataFrame) -> pd.DataFrame:
     per["kernel"] = ops.groupby("name")["kernel"].agg(lambda s: s.iloc[0])
     casts = analysis.casts(events)
     per["casts"] = casts.groupby("op").size().reindex(per.index, fill_value=0) if len(casts) else 0
+    fused = fused_calls(events)
+    per = per.join(fused.rename("fused"), how="outer")
+    per["fused"] = per["fused"].fillna(0)
+    for col in ("calls", "fallback", "time_ns", "bytes_copied", "casts"):
+        per[col] = per[col].fillna(0)
+    per["kernel"] = per["kernel"].fillna("")
     return per[_PER_TRACE]
+
+
+def fused_calls(events: pd.DataFrame) -> pd.Series:
+    """Per op name, how many calls of generated (torch.compile) kernels fused it."""
+    if "fused" not in events:
+        return pd.Series(dtype=np.int64)
+    kernels = events.loc[(events["kind"] == "compiled") & events["fused"].notna(), "fused"]
+    if kernels.empty:
+        return pd.Series(dtype=np.int64)
+    return kernels.str.split(", ").explode().value_counts().astype(np.int64)
 
 
 def totals(events: pd.DataFrame) -> dict[str, int]:
@@ -89,6 +124,8 @@ COLUMNS = [
     Column("kernel_b", "ran (b)", color=True),
     Column("calls_a", "calls a", "int"),
     Column("calls_b", "calls b", "int"),
+    Column("fused_a", "fused a", "int"),
+    Column("fused_b", "fused b", "int"),
     Column("time_ns_a", "time a", "ns"),
     Column("time_ns_b", "time b", "ns"),
     Column("d_time_ns", "Δ time", "ns"),

@@ -38,6 +38,11 @@ def details_html(d: dict[str, Any] | None, note: str = "") -> str:
         chips = " → ".join(f"<span style='{_CHIP}'>{e(k)}</span>" for k in d["path"])
         ran = f" → <span style='{_CHIP};background:{color};color:white'>{e(d['kernel'] or '?')}</span>"
         parts.append(f"<div><b>dispatch path</b> {chips}{ran}</div>")
+    if d.get("fused"):
+        chips = " ".join(f"<span style='{_CHIP}'>{e(op)}</span>" for op in d["fused"])
+        parts.append(f"<div><b>fused ops</b> {chips}</div>")
+    if d.get("reason"):
+        parts.append(f"<div><b>reason</b> <code>{e(d['reason'])}</code></div>")
     if d["shapes"] is not None:
         args = ", ".join(f"{e(str(t))}{list(s)}" for s, t in zip(d["shapes"], d["dtypes"], strict=True))
         parts.append(f"<div><b>arguments</b> <code>{args}</code></div>")

@@ -36,6 +36,8 @@ COLOR_KEYS = (
     "D2H",
     "D2D",
     "cast",
+    "compiled",
+    "compile",
 )
 PALETTE = [
     *(theme.KERNEL_COLORS[k] for k in ("native", "fallback", "composite", "generic")),
@@ -43,8 +45,10 @@ PALETTE = [
     theme.BACKWARD_COLOR,
     *(theme.COPY_COLORS[d] for d in ("H2D", "D2H", "D2D")),
     theme.CAST_COLOR,
+    theme.COMPILED_COLOR,
+    theme.COMPILE_COLOR,
 ]
-_SLICE_KINDS = ("op", "backward", "fallback")
+_SLICE_KINDS = ("op", "backward", "fallback", "compiled", "compile")
 
 
 @dataclass(frozen=True)
@@ -249,6 +253,8 @@ def _colors(kind: _Codes, kernel: _Codes, names: _Codes) -> np.ndarray:
     for d in ("H2D", "D2H", "D2D"):
         out[is_copy & names.eq(d)] = code[d]
     out[kind.eq("cast")] = code["cast"]
+    out[kind.eq("compiled")] = code["compiled"]
+    out[kind.eq("compile")] = code["compile"]
     return out
 
 

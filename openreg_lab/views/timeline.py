@@ -33,6 +33,8 @@ COLOR_NAMES = [
     "copy D2H",
     "copy D2D",
     "cast",
+    "compiled",
+    "compile",
 ]
 assert len(COLOR_NAMES) == len(COLOR_KEYS) == len(PALETTE)
 

@@ -47,12 +47,14 @@ INNER: dict[str, list[str]] = {
     "04-autocast.ipynb": [".openreg-compare .js-plotly-plot, .openreg-compare .openreg-table"],
     "05-writing-a-kernel.ipynb": [".openreg-coverage .openreg-table tr.openreg-row"],
     "06-emulating-a-backend.ipynb": [".openreg-coverage .openreg-table tr.openreg-row"],
+    "07-compile.ipynb": [".openreg-compare .openreg-table", ".openreg-dashboard .openreg-timeline canvas"],
 }
 # Where a click on an op row must change the details panel.
 CLICK_ROOT: dict[str, str] = {
     "01-tour.ipynb": ".openreg-dashboard",
     "03-finding-fallbacks.ipynb": ".openreg-dashboard",
     "04-autocast.ipynb": ".openreg-dashboard",
+    "07-compile.ipynb": ".openreg-dashboard",
 }
 
 

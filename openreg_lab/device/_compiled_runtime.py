@@ -1,0 +1,47 @@
+"""What the code Inductor generates for openreg calls at run time (Note [Compiled code in the trace]).
+
+Imported by each generated module when it loads; imports only ``openreg_lab._C`` so that loading
+a cached graph stays cheap. ``compiled_begin`` / ``compiled_end`` are the recorder's C++ hooks
+themselves: with no trace open each is one relaxed atomic load behind a pybind11 call.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from openreg_lab import _C
+
+intern: Callable[[str], int] = _C._trace_intern
+compiled_begin: Callable[[int, int, int], int] = _C._trace_compiled_begin
+compiled_end: Callable[[int], None] = _C._trace_scope_end
+
+
+def graph_name(part: str) -> str:
+    """The name of a graph: Dynamo's compile id and ``part`` (forward, backward or inference).
+
+    ``"graph 0/0 forward"`` is the forward graph of frame 0's first compilation, ``"graph 0/1
+    backward"`` the backward of its first recompile. The id is read when the generated module
+    loads, which happens while its frame compiles (or is fetched from Inductor's cache), so it is
+    right for cached code too.
+    """
+    import torch
+
+    compile_id = torch._guards.CompileContext.current_compile_id()
+    return f"graph {compile_id} {part}" if compile_id is not None else f"graph {part}"
+
+
+def region(call: Callable[..., Any], part: str, device: int) -> Callable[..., Any]:
+    """``call`` (a generated module's entry point) recorded as one ``compiled`` event per call."""
+    name = intern(graph_name(part))
+
+    @functools.wraps(call)
+    def recorded(args: Any) -> Any:
+        token = compiled_begin(name, 0, device)
+        try:
+            return call(args)
+        finally:
+            compiled_end(token)
+
+    return recorded

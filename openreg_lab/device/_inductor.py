@@ -1,0 +1,300 @@
+"""Dynamo and Inductor on openreg: the device interface, the code generator, the wrapper.
+
+Imported by :func:`openreg_lab.device._compile.register` once Dynamo is in the process (importing
+this module imports Inductor, which takes a second). Everything goes through PyTorch's
+registration points, nothing in Dynamo or Inductor is patched:
+
+- ``register_interface_for_device("openreg", OpenRegInterface)``: Dynamo's and Inductor's view of
+  the device (current device, count, synchronize, streams, events, memory, capabilities).
+- ``register_device_op_overrides("openreg", ...)``: the lines the wrapper writes to select a device.
+- ``register_backend_for_device("openreg", OpenRegScheduling, OpenRegWrapperCodegen, ...)``:
+  Inductor's own C++ code generator for CPUs (``CppScheduling``) writes openreg's kernels. They
+  compute on device memory in place, as openreg's native kernels do (Note [Device memory is host
+  memory] in ``csrc/aten/HostView.h``): no copies and no compiler of ours. The wrapper brackets each
+  kernel call, and each call of the compiled graph, with the recorder's hooks (Note [Compiled code
+  in the trace] in ``csrc/trace/Compiled.h``; the runtime side is ``_compiled_runtime.py``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from typing import Any
+
+import torch
+from torch._dynamo.device_interface import CpuDeviceProperties, DeviceInterface
+from torch._inductor import config as inductor_config
+from torch._inductor.codegen.common import (
+    DeviceOpOverrides,
+    register_backend_for_device,
+    register_device_op_overrides,
+)
+from torch._inductor.codegen.cpp import CppScheduling
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+from torch._inductor.virtualized import V
+
+from openreg_lab.device import _devices, _memory, _streams
+from openreg_lab.device._compile_options import InductorUnsupportedError, check_options
+
+DEVICE = "openreg"
+
+#: The runtime module the generated code imports (cheap: it imports only ``openreg_lab._C``).
+RUNTIME = "openreg_lab.device._compiled_runtime"
+
+
+class OpenRegInterface(DeviceInterface):
+    """Dynamo's and Inductor's view of openreg (``torch._dynamo.device_interface``)."""
+
+    device = _devices.device  # type: ignore[assignment]
+    Event = torch.Event  # type: ignore[assignment]
+    Stream = _streams.Stream  # type: ignore[assignment]
+
+    class Worker:
+        """Device queries that work in Inductor's compile workers (no device state needed)."""
+
+        @staticmethod
+        def set_device(device: int) -> None:
+            _devices.set_device(device)
+
+        @staticmethod
+        def current_device() -> int:
+            return _devices.current_device()
+
+        @staticmethod
+        def get_device_properties(device: torch.types.Device = None) -> CpuDeviceProperties:
+            # openreg's kernels run on the host's cores.
+            return CpuDeviceProperties(multiprocessing.cpu_count())
+
+    current_device = staticmethod(_devices.current_device)
+    set_device = staticmethod(_devices.set_device)  # type: ignore[assignment]
+    device_count = staticmethod(_devices.device_count)
+    is_available = staticmethod(_devices.is_available)
+    synchronize = staticmethod(_devices.synchronize)  # type: ignore[assignment]
+    stream = staticmethod(_streams.stream)  # type: ignore[assignment]
+    current_stream = staticmethod(_streams.current_stream)  # type: ignore[assignment]
+    set_stream = staticmethod(_streams.set_stream)
+    memory_allocated = staticmethod(_memory.memory_allocated)  # type: ignore[assignment]
+
+    @staticmethod
+    def exchange_device(device: int) -> int:
+        previous = _devices.current_device()
+        if device >= 0:
+            _devices.set_device(device)
+        return previous
+
+    @staticmethod
+    def maybe_exchange_device(device: int) -> int:
+        return OpenRegInterface.exchange_device(device)
+
+    @staticmethod
+    def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
+        _streams.set_stream(
+            _streams.Stream(stream_id=stream_id, device_index=device_index, device_type=device_type)
+        )
+
+    @staticmethod
+    def get_raw_stream(device_idx: int) -> int:
+        return 0  # Note [Synchronous execution]: there is no queue to hand a kernel
+
+    @staticmethod
+    def get_compute_capability(device: torch.types.Device = None) -> str:
+        return ""  # like the CPU: Inductor keys its caches on it
+
+    @staticmethod
+    def is_bf16_supported(including_emulation: bool = False) -> bool:
+        return True
+
+    @staticmethod
+    def is_triton_capable(device: torch.types.Device = None) -> bool:
+        return False
+
+
+class OpenRegDeviceOpOverrides(DeviceOpOverrides):
+    """The Python lines Inductor's wrapper writes to select, guard and synchronize openreg."""
+
+    def import_get_raw_stream_as(self, name: str) -> str:
+        return f"def {name}(_):\n    return 0\n"
+
+    def set_device(self, device_idx: int) -> str:
+        return f"torch.openreg.set_device({device_idx})"
+
+    def synchronize(self) -> str:
+        return "torch.openreg.synchronize()"
+
+    def device_guard(self, device_idx: int) -> str:
+        return f"torch.openreg.device({device_idx})"
+
+    def cpp_kernel_type(self) -> str:
+        return "void*"
+
+
+def fused_ops(nodes: Any) -> str:
+    """The aten overloads the scheduler ``nodes`` of one kernel came from, in order, comma-separated."""
+    names: dict[str, None] = {}
+    for node in nodes:
+        for snode in node.get_nodes():
+            ir_node = getattr(snode, "node", None)
+            for origin in sorted(getattr(ir_node, "origins", ()), key=lambda n: n.name):
+                if origin.op != "call_function":
+                    continue
+                aten = origin.meta.get("original_aten") or origin.target
+                name = aten.name() if isinstance(aten, torch._ops.OpOverload) else str(aten)
+                names.setdefault(name, None)
+    return ", ".join(names)
+
+
+# Note [openreg kernels are C++ kernels to Inductor]
+# Inductor's kernel code generators ask which language they write through
+# get_current_backend(device type): "cpp" for the CPU, but config.cuda_backend ("triton") for any
+# device it does not know, openreg included. The C++ code generator then misses the rules it keeps
+# for C++ (the dtype of a CSE variable it leaves unset, no float32 upcast of bfloat16 / float16
+# values) and fails or miscompiles. openreg's Scheduling generates each kernel with that answer
+# made "cpp" through Inductor's own config.patch, only while it writes openreg kernels.
+
+
+def _as_cpp_kernels(method: Any) -> Any:
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with inductor_config.patch(cuda_backend="cpp"):
+            return method(self, *args, **kwargs)
+
+    wrapped.__name__ = method.__name__
+    wrapped.__doc__ = method.__doc__
+    return wrapped
+
+
+class OpenRegScheduling(CppScheduling):
+    """Inductor's C++ kernels for CPUs, for openreg memory; remembers which ops each kernel fused."""
+
+    codegen_node = _as_cpp_kernels(CppScheduling.codegen_node)
+    codegen_template = _as_cpp_kernels(CppScheduling.codegen_template)
+    flush = _as_cpp_kernels(CppScheduling.flush)
+
+    def define_kernel(self, src_code: str, nodes: Any, kernel_args: Any = None) -> str:
+        kernel_name = super().define_kernel(src_code, nodes, kernel_args)
+        wrapper = V.graph.wrapper_code
+        if isinstance(wrapper, OpenRegWrapperCodegen):
+            wrapper.fused.setdefault(kernel_name, fused_ops(nodes))
+        return kernel_name
+
+
+class OpenRegWrapperCodegen(PythonWrapperCodegen):
+    """Inductor's Python wrapper for openreg graphs, with the recorder's hooks around each kernel.
+
+    The generated module interns its kernels' names once when it loads, calls
+    ``_trace_compiled_begin`` / ``_trace_compiled_end`` around each kernel call (one relaxed atomic
+    load each when no trace is open), and wraps its ``call`` in the graph's region (Note [Compiled
+    code in the trace]).
+    """
+
+    def __init__(self) -> None:
+        check_options()
+        super().__init__()
+        self.fused: dict[str, str] = {}
+        self._interned: dict[str, str] = {}
+
+    @staticmethod
+    def create(
+        is_subgraph: bool,
+        subgraph_name: str | None,
+        parent_wrapper: PythonWrapperCodegen | None,
+        partition_signatures: Any = None,
+    ) -> PythonWrapperCodegen:
+        if is_subgraph:
+            assert subgraph_name is not None and parent_wrapper is not None
+            return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+        return OpenRegWrapperCodegen()
+
+    def write_header(self) -> None:
+        super().write_header()
+        self.header.splice(
+            f"""
+            import {RUNTIME} as _openreg
+            _openreg_begin = _openreg.compiled_begin
+            _openreg_end = _openreg.compiled_end
+            """,
+            strip=True,
+        )
+
+    def _intern(self, text: str) -> str:
+        """The module-level name holding ``text``'s interned id (defined once, at load)."""
+        if text not in self._interned:
+            var = f"_openreg_s{len(self._interned)}"
+            self._interned[text] = var
+            self.header.writeline(f"{var} = _openreg.intern({text!r})")
+        return self._interned[text]
+
+    def make_allocation(
+        self,
+        name: str,
+        device: torch.device,
+        dtype: torch.dtype,
+        shape: Any,
+        stride: Any,
+        allocation_shape: Any = None,
+        is_pinned: bool = False,
+    ) -> str:
+        line = super().make_allocation(name, device, dtype, shape, stride, allocation_shape, is_pinned)
+        if device.type == DEVICE and device.index is not None:
+            # Inductor names the device type only, which would allocate on the current device.
+            line = line.replace(f"device='{DEVICE}'", f"device='{device}'")
+        return line
+
+    def _generate_kernel_call_helper(
+        self, kernel_name: str, call_args: Any, *, device: Any = None, **kwargs: Any
+    ) -> None:
+        device = device or V.graph.get_current_device_or_throw()
+        if device.type != DEVICE:
+            super()._generate_kernel_call_helper(kernel_name, call_args, device=device, **kwargs)
+            return
+        name = self._intern(kernel_name)
+        fused = self._intern(self.fused.get(kernel_name, ""))
+        self.writeline(f"_openreg_t = _openreg_begin({name}, {fused}, {device.index or 0})")
+        # The kernel is C++ for CPUs on host memory: Inductor calls it as it calls a CPU kernel.
+        super()._generate_kernel_call_helper(kernel_name, call_args, device=torch.device("cpu"), **kwargs)
+        self.writeline("_openreg_end(_openreg_t)")
+
+    def generate_end(self, result: Any) -> None:
+        super().generate_end(result)
+        index = next(iter(V.graph.device_idxs), 0) if V.graph.device_idxs else 0
+        part = "backward" if V.graph.is_backward else "inference" if V.graph.is_inference else "forward"
+        result.writeline(f"call = _openreg.region(call, {part!r}, {index})")
+
+
+class OpenRegCppWrapperCodegen:
+    """``cpp_wrapper=True`` for openreg: refused with a clear error (see ``_compile.py``)."""
+
+    supports_caching = False  # Inductor asks before it creates the wrapper
+
+    @staticmethod
+    def create(*args: Any, **kwargs: Any) -> Any:
+        raise InductorUnsupportedError(
+            "options={'cpp_wrapper': True}",
+            "Inductor's C++ wrapper has no openreg variant; leave cpp_wrapper off (openreg runs "
+            "Inductor's Python wrapper around the same C++ kernels)",
+        )
+
+
+# Note [Inductor's GPU-only loop transforms]
+# Inductor's scheduler skips a few loop rewrites for nodes on the CPU ("not validated for CPU
+# codegen yet") by testing device.type == "cpu". openreg's nodes are not "cpu" to it, yet its
+# kernels are the CPU's C++ kernels, and the rewrites fail on them (a TypeError inside
+# fusion). openreg switches these rewrites off in Inductor's config, as the CPU skips them; they
+# only ever ran for GPU (Triton) kernels.
+GPU_ONLY_LOOP_TRANSFORMS = ("loop_reindexing_after_fusion", "loop_index_inversion_in_fusion")
+
+
+def register() -> None:
+    """Register openreg with Dynamo and Inductor (idempotent)."""
+    from torch._dynamo.device_interface import register_interface_for_device
+
+    register_interface_for_device(DEVICE, OpenRegInterface)
+    for i in range(_devices.device_count()):
+        register_interface_for_device(f"{DEVICE}:{i}", OpenRegInterface)
+    register_device_op_overrides(DEVICE, OpenRegDeviceOpOverrides())
+    register_backend_for_device(
+        DEVICE,
+        OpenRegScheduling,
+        OpenRegWrapperCodegen,
+        OpenRegCppWrapperCodegen,  # type: ignore[arg-type]
+    )
+    for flag in GPU_ONLY_LOOP_TRANSFORMS:
+        setattr(inductor_config, flag, False)
