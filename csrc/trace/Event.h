@@ -18,6 +18,8 @@ enum class Kind : int8_t {
   Alloc = 5,     // a device allocation
   Free = 6,      // a device free
   Mark = 7,      // an instant: something changed (e.g. a coverage profile)
+  // 8, 9: reserved for the compiled kinds (openreg_lab/recording/events.py)
+  Collective = 10,  // a c10d collective, issue to completion (Collective.h)
 };
 
 enum class Kernel : int8_t {
@@ -34,6 +36,7 @@ constexpr int8_t kNoDevice = -2;
 
 enum Flags : uint8_t {
   kCacheHit = 1,  // Cast: served by autocast's weight cache, nothing copied
+  kWait = 2,      // Collective: the time a caller blocked in Work::wait
 };
 
 struct Event {
@@ -47,7 +50,7 @@ struct Event {
   uint32_t dispatch;  // interned dispatch path of an Op; Cast: the argument
   uint32_t source;    // interned "file:line" of the user's call (stack=True)
   uint32_t shapes;    // 1 + offset of the Op's shapes in the pool, 0: none
-  uint32_t reserved;  // keeps the record at 64 bytes
+  uint32_t reserved;  // Collective: the group's size; else 0 (keeps 64 bytes)
   int8_t kind;
   int8_t kernel;
   int8_t device;
