@@ -1,5 +1,6 @@
 #include "distributed/Backend.h"
 
+#include "distributed/Agreement.h"
 #include "distributed/HostTensors.h"
 #include "trace/Clock.h"
 
@@ -62,6 +63,14 @@ c10::intrusive_ptr<c10d::Work> Backend::run(
   const trace::CollectiveHandle event = trace::begin_collective(info);
   c10::intrusive_ptr<c10d::Work> transport_work;
   try {
+    if (call.checked) {
+      check_agreement(*transport_, call.name, call.agree);
+    }
+  } catch (...) {
+    trace::end_collective(event, trace::now_ns());
+    throw;
+  }
+  try {
     transport_work = issue();
   } catch (const std::exception& e) {
     trace::end_collective(event, trace::now_ns());
@@ -113,6 +122,7 @@ c10::intrusive_ptr<c10d::Work> Backend::broadcast(Tensors& tensors,
   call.device = common_device(call.name, {&tensors});
   call.bytes = nbytes(tensors);
   call.dtype = dtype_of(tensors);
+  call.agree = tensors;
   call.peer = static_cast<int>(opts.rootRank);
   return run(std::move(call), [&] {
     Tensors views = host_views(tensors);
@@ -126,6 +136,7 @@ c10::intrusive_ptr<c10d::Work> Backend::allreduce(Tensors& tensors,
   call.device = common_device(call.name, {&tensors});
   call.bytes = nbytes(tensors);
   call.dtype = dtype_of(tensors);
+  call.agree = tensors;
   const auto o = with_sum_for_avg(opts, tensors, call.name, call);
   return run(std::move(call), [&] {
     Tensors views = host_views(tensors);
@@ -139,6 +150,7 @@ c10::intrusive_ptr<c10d::Work> Backend::allreduce_coalesced(
   call.device = common_device(call.name, {&tensors});
   call.bytes = nbytes(tensors);
   call.dtype = dtype_of(tensors);
+  call.agree = tensors;
   const auto o = with_sum_for_avg(opts, tensors, call.name, call);
   return run(std::move(call), [&] {
     Tensors views = host_views(tensors);
@@ -151,6 +163,7 @@ c10::intrusive_ptr<c10d::Work> Backend::reduce(Tensors& tensors, const c10d::Red
   call.device = common_device(call.name, {&tensors});
   call.bytes = nbytes(tensors);
   call.dtype = dtype_of(tensors);
+  call.agree = tensors;
   call.peer = static_cast<int>(opts.rootRank);
   const auto o = with_sum_for_avg(opts, tensors, call.name, call);
   return run(std::move(call), [&] {
@@ -167,6 +180,7 @@ c10::intrusive_ptr<c10d::Work> Backend::allgather(TensorLists& outputs, Tensors&
   call.bytes = nbytes(inputs);
   call.inputs = inputs;
   call.dtype = dtype_of(inputs);
+  call.agree = inputs;
   return run(std::move(call), [&] {
     TensorLists out = host_views(outputs);
     Tensors in = host_views(inputs);
@@ -183,6 +197,7 @@ c10::intrusive_ptr<c10d::Work> Backend::_allgather_base(at::Tensor& output, at::
   call.bytes = nbytes(in);
   call.inputs = in;
   call.dtype = dtype_of(in);
+  call.agree = in;
   return run(std::move(call), [&] {
     at::Tensor out_view = host_views(out)[0];
     at::Tensor in_view = host_views(in)[0];
@@ -198,6 +213,7 @@ c10::intrusive_ptr<c10d::Work> Backend::allgather_coalesced(TensorLists& outputs
   call.bytes = nbytes(inputs);
   call.inputs = inputs;
   call.dtype = dtype_of(inputs);
+  call.agree = inputs;
   return run(std::move(call), [&] {
     TensorLists out = host_views(outputs);
     Tensors in = host_views(inputs);
@@ -212,6 +228,7 @@ c10::intrusive_ptr<c10d::Work> Backend::allgather_into_tensor_coalesced(
   call.bytes = nbytes(inputs);
   call.inputs = inputs;
   call.dtype = dtype_of(inputs);
+  call.agree = inputs;
   return run(std::move(call), [&] {
     Tensors out = host_views(outputs);
     Tensors in = host_views(inputs);
@@ -227,6 +244,7 @@ c10::intrusive_ptr<c10d::Work> Backend::gather(TensorLists& outputs, Tensors& in
   call.bytes = nbytes(inputs);
   call.inputs = inputs;
   call.dtype = dtype_of(inputs);
+  call.agree = inputs;
   call.peer = static_cast<int>(opts.rootRank);
   return run(std::move(call), [&] {
     TensorLists out = host_views(outputs);
@@ -243,6 +261,7 @@ c10::intrusive_ptr<c10d::Work> Backend::scatter(Tensors& outputs, TensorLists& i
   call.bytes = nbytes(outputs);
   call.inputs = flat;
   call.dtype = dtype_of(outputs);
+  call.agree = outputs;
   call.peer = static_cast<int>(opts.rootRank);
   return run(std::move(call), [&] {
     Tensors out = host_views(outputs);
@@ -259,6 +278,7 @@ c10::intrusive_ptr<c10d::Work> Backend::reduce_scatter(Tensors& outputs, TensorL
   call.bytes = nbytes(flat);
   call.inputs = flat;
   call.dtype = dtype_of(outputs);
+  call.agree = outputs;
   const auto o = with_sum_for_avg(opts, outputs, call.name, call);
   return run(std::move(call), [&] {
     Tensors out = host_views(outputs);
@@ -276,6 +296,7 @@ c10::intrusive_ptr<c10d::Work> Backend::_reduce_scatter_base(
   call.bytes = nbytes(in);
   call.inputs = in;
   call.dtype = dtype_of(in);
+  call.agree = out;
   const auto o = with_sum_for_avg(opts, out, call.name, call);
   return run(std::move(call), [&] {
     at::Tensor out_view = host_views(out)[0];
@@ -291,6 +312,7 @@ c10::intrusive_ptr<c10d::Work> Backend::reduce_scatter_tensor_coalesced(
   call.bytes = nbytes(inputs);
   call.inputs = inputs;
   call.dtype = dtype_of(inputs);
+  call.agree = outputs;
   const auto o = with_sum_for_avg(opts, outputs, call.name, call);
   return run(std::move(call), [&] {
     Tensors out = host_views(outputs);
@@ -310,6 +332,9 @@ c10::intrusive_ptr<c10d::Work> Backend::alltoall_base(at::Tensor& output, at::Te
   call.bytes = nbytes(in);
   call.inputs = in;
   call.dtype = dtype_of(in);
+  if (output_splits.empty() && input_splits.empty()) {
+    call.agree = in;  // with splits, sizes differ by design
+  }
   return run(std::move(call), [&] {
     at::Tensor out_view = host_views(out)[0];
     at::Tensor in_view = host_views(in)[0];
@@ -324,6 +349,7 @@ c10::intrusive_ptr<c10d::Work> Backend::alltoall(Tensors& outputs, Tensors& inpu
   call.bytes = nbytes(inputs);
   call.inputs = inputs;
   call.dtype = dtype_of(inputs);
+  call.agree = {};  // each rank's sizes may differ
   return run(std::move(call), [&] {
     Tensors out = host_views(outputs);
     Tensors in = host_views(inputs);
@@ -336,6 +362,7 @@ c10::intrusive_ptr<c10d::Work> Backend::send(Tensors& tensors, int dst, int tag)
   call.device = common_device(call.name, {&tensors});
   call.bytes = nbytes(tensors);
   call.dtype = dtype_of(tensors);
+  call.checked = false;  // between two ranks, not the group
   call.peer = dst;
   return run(std::move(call), [&] {
     Tensors views = host_views(tensors);
@@ -348,6 +375,7 @@ c10::intrusive_ptr<c10d::Work> Backend::recv(Tensors& tensors, int src, int tag)
   call.device = common_device(call.name, {&tensors});
   call.bytes = nbytes(tensors);
   call.dtype = dtype_of(tensors);
+  call.checked = false;
   call.peer = src;
   return run(std::move(call), [&] {
     Tensors views = host_views(tensors);
@@ -360,6 +388,7 @@ c10::intrusive_ptr<c10d::Work> Backend::recvAnysource(Tensors& tensors, int tag)
   call.device = common_device(call.name, {&tensors});
   call.bytes = nbytes(tensors);
   call.dtype = dtype_of(tensors);
+  call.checked = false;
   return run(std::move(call), [&] {
     Tensors views = host_views(tensors);
     return transport_->recvAnysource(views, tag);
@@ -368,6 +397,7 @@ c10::intrusive_ptr<c10d::Work> Backend::recvAnysource(Tensors& tensors, int tag)
 
 c10::intrusive_ptr<c10d::Work> Backend::barrier(const c10d::BarrierOptions& opts) {
   Call call{"barrier", OpType::BARRIER, Tensors{}};
+  call.checked = false;  // a barrier is its own check
   if (opts.device.has_value()) {
     call.device = *opts.device;
   }

@@ -103,6 +103,9 @@ class Backend final : public c10d::Backend {
     c10d::OpType type;
     std::vector<at::Tensor> outputs;
     std::vector<at::Tensor> inputs;  // kept alive until the Work completes
+    // What every rank must agree on (Note [Ranks agree before Gloo runs]).
+    bool checked = true;
+    std::vector<at::Tensor> agree;
     int64_t bytes = 0;
     at::ScalarType dtype = at::ScalarType::Undefined;
     c10::Device device = c10::Device(c10::DeviceType::CPU);
