@@ -10,6 +10,8 @@ is staged (Note [Collectives on host views]).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -52,3 +54,55 @@ def _create_group(options: Any, backend_options: Any = None) -> Any:
     group._register_backend(torch.device("cpu"), ProcessGroup.BackendType.GLOO, gloo)
     group._register_backend(torch.device(DEVICE), ProcessGroup.BackendType.CUSTOM, ours)
     return group
+
+
+def cuda_backend_name(backend: Any) -> Any:
+    """``"nccl"`` as openreg's backend (``"ogloo"``), ``"cuda:nccl"`` pairs as ``"openreg:ogloo"``;
+    anything else unchanged (``from_cuda``)."""
+    if not isinstance(backend, str):
+        return backend
+    pairs = []
+    for part in backend.split(","):
+        device, sep, name = part.rpartition(":")
+        name = BACKEND if name.strip().lower() == "nccl" else name
+        device = DEVICE if device.strip().lower() == "cuda" else device
+        pairs.append(f"{device}{sep}{name}")
+    return ",".join(pairs)
+
+
+_CUDA_ENTRY_POINTS = ("init_process_group", "new_group", "new_subgroups_by_enumeration")
+
+
+def map_cuda_backends(map_device: Callable[[Any], Any]) -> Callable[[], None]:
+    """While ``from_cuda`` is on: ``torch.distributed``'s group constructors take ``"nccl"`` as
+    ``"ogloo"`` and a ``device_id`` on ``cuda`` as ``openreg``, and ``is_nccl_available()`` is True.
+    Returns the function that undoes it."""
+    dist = torch.distributed
+    c10d = dist.distributed_c10d
+    saved = {name: getattr(c10d, name) for name in (*_CUDA_ENTRY_POINTS, "is_nccl_available")}
+
+    def mapped(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if args:
+                args = (cuda_backend_name(args[0]), *args[1:])
+            if "backend" in kwargs:
+                kwargs["backend"] = cuda_backend_name(kwargs["backend"])
+            if kwargs.get("device_id") is not None:
+                kwargs["device_id"] = map_device(kwargs["device_id"])
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    patched: dict[str, Any] = {name: mapped(saved[name]) for name in _CUDA_ENTRY_POINTS}
+    patched["is_nccl_available"] = lambda: True
+    for module in (dist, c10d):
+        for name, fn in patched.items():
+            setattr(module, name, fn)
+
+    def undo() -> None:
+        for module in (dist, c10d):
+            for name, fn in saved.items():
+                setattr(module, name, fn)
+
+    return undo
