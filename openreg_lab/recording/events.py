@@ -37,10 +37,24 @@ EVENT_DTYPE = np.dtype(
 )
 assert EVENT_DTYPE.itemsize == 64
 
-KINDS = ("op", "backward", "fallback", "copy", "cast", "alloc", "free", "mark")
+# Index = the code of csrc/trace/Event.h's Kind; codes 8 and 9 belong to the compiled kinds.
+KINDS = (
+    "op",
+    "backward",
+    "fallback",
+    "copy",
+    "cast",
+    "alloc",
+    "free",
+    "mark",
+    "kind8",
+    "kind9",
+    "collective",
+)
 KERNELS = ("", "native", "fallback", "composite", "generic")
 CPU, NO_DEVICE = -1, -2
 CACHE_HIT = 1
+WAIT = 2  # a collective event that is a wait on it (Note [Collective events])
 
 # c10::ScalarType codes -> names ("float32"), for the dtype columns.
 _SCALAR_TYPES = [
