@@ -66,15 +66,13 @@ c10::intrusive_ptr<c10d::Work> Backend::run(
     if (call.checked) {
       check_agreement(*transport_, call.name, call.agree);
     }
-  } catch (...) {
-    trace::end_collective(event, trace::now_ns());
-    throw;
-  }
-  try {
     transport_work = issue();
+  } catch (const c10::ValueError&) {
+    trace::end_collective(event, trace::now_ns());
+    throw;  // the ranks disagree (Agreement.h): already says so on every rank
   } catch (const std::exception& e) {
     trace::end_collective(event, trace::now_ns());
-    TORCH_CHECK(false, what.str(), ": ", e.what());
+    TORCH_CHECK_WITH(DistBackendError, false, what.str(), " failed: ", e.what());
   }
   auto work = c10::make_intrusive<Work>(std::move(transport_work), call.type, getRank(),
                                         std::move(call.outputs), std::move(call.inputs),
