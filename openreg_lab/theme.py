@@ -25,6 +25,9 @@ COPY_COLORS: dict[str, str] = {"H2D": "#f4a261", "D2H": "#e9c46a", "D2D": "#9c66
 CAST_COLOR = "#c77dff"
 MEMORY_COLOR = "#264653"
 MARK_COLOR = "#d62828"
+#: torch.distributed collectives (views.ranks): the collective itself, and a rank's wait on it.
+COLLECTIVE_COLOR = "#1d3557"
+COLLECTIVE_WAIT_COLOR = "#a8dadc"
 
 #: The split of a fallback's time: copying the arguments to the CPU, the CPU kernel, copying back.
 FALLBACK_PART_COLORS: dict[str, str] = {

@@ -90,7 +90,7 @@ def merge_ranks(traces: Sequence[Trace]) -> pd.DataFrame:
     Rows of one collective share ``key`` (its group and number; a send and the recv that meets it
     share one too). Times (``start_ns``, ``end_ns``) are on one clock, from the earliest trace's
     start. ``late_ns`` is how long after the first rank this rank arrived; the last to arrive has
-    ``last`` set, and the others waited for it. ``bandwidth_gbps`` is bytes over duration.
+    ``last`` set, and the others waited for it. ``gbytes_per_s`` is bytes over duration.
     """
     if not traces:
         raise ValueError("merge_ranks needs at least one trace (one per rank)")
@@ -128,6 +128,6 @@ def merge_ranks(traces: Sequence[Trace]) -> pd.DataFrame:
     frame["last"] = frame["start_ns"] == frame.groupby("key")["start_ns"].transform("max")
     frame["last"] &= frame.groupby("key")["start_ns"].transform("size") > 1
     dur = frame["dur_ns"].where(frame["dur_ns"] > 0)
-    frame["bandwidth_gbps"] = frame["bytes"] / dur
+    frame["gbytes_per_s"] = frame["bytes"] / dur
     frame = frame.sort_values(["start_ns", "global_rank"], kind="stable").reset_index(drop=True)
     return frame
