@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,6 +19,7 @@ import torch.distributed as dist
 from distributed_pool import RankPool, free_port
 
 import openreg_lab
+import openreg_lab.cli
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(TESTS)
@@ -163,6 +165,30 @@ def test_collective_events_and_merged_ranks(pool: RankPool, tmp_path: object) ->
     assert set(merged["global_rank"]) == {0, 1}
     one = merged[merged["name"] == "allreduce"].groupby("key")
     assert (one["late_ns"].min() == 0).all() and (one["last"].sum() == 1).all()
+    send = merged[merged["name"].isin(["send", "recv"])]
+    assert send["key"].nunique() == 1 and sorted(send["global_rank"]) == [0, 1]  # the send met its recv
+
+
+def test_ranks_view_and_report_of_several_traces(
+    pool: RankPool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pool.run("traced_collectives", str(tmp_path))
+    files = [str(tmp_path / f"r{r}.trace") for r in (0, 1)]
+    view = openreg_lab.views.ranks([openreg_lab.load_trace(f) for f in files])
+    assert repr(view) == "<RanksView: 2 ranks, 4 collectives>"
+    table = view.collectives()
+    assert table["name"].tolist() == ["allreduce", "broadcast", "send/recv", "allreduce"]
+    assert table["bytes"].tolist() == [1024, 32, 64, 16] and (table["ranks"] == 2).all()
+    page = view.html()
+    assert page.count('class="collective"') == 8 and page.count("<tr>") == 5
+    view.table.loc[0, "name"] = "<script>alert(1)</script>"  # every string reaching the page is escaped
+    page = view.html()
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    out = str(tmp_path / "ranks.html")
+    assert openreg_lab.cli.main(["report", *files, "--html", out]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("2 traces, 2 ranks, 4 collectives")
+    assert Path(out).read_text(encoding="utf-8").count('class="collective"') == 8
 
 
 def test_torchrun_launch_writes_one_trace_per_rank(tmp_path: object) -> None:

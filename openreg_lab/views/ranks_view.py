@@ -39,7 +39,8 @@ class RanksView:
         self.table = merge_ranks(traces)
 
     def collectives(self) -> pd.DataFrame:
-        """One row per collective across ranks: name, group, seq, bytes, ranks, start, the slowest
+        """One row per collective across ranks (a send and its recv are one, ``send/recv``): name,
+        group, bytes, ranks, start, the slowest
         rank's duration, the last rank to arrive and how late (``late_ns``), the bandwidth."""
         t = self.table
         if t.empty:
@@ -50,7 +51,7 @@ class RanksView:
         g = t.groupby("key", sort=False)
         out = pd.DataFrame(
             {
-                "name": g["name"].first(),
+                "name": g["name"].agg(lambda names: "/".join(sorted(set(names), reverse=True))),
                 "group": g["group"].first(),
                 "bytes": g["bytes"].max(),
                 "ranks": g["global_rank"].nunique(),
