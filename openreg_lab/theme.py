@@ -31,6 +31,9 @@ STEP_BAND_COLOR = "rgba(29,53,87,0.07)"  # every other training step on the time
 #: torch.compile: a generated kernel (or a compiled graph's call), and compiling a graph.
 COMPILED_COLOR = "#0077b6"
 COMPILE_COLOR = "#343a40"
+#: torch.distributed collectives (views.ranks): the collective itself, and a rank's wait on it.
+COLLECTIVE_COLOR = "#1d3557"
+COLLECTIVE_WAIT_COLOR = "#a8dadc"
 
 #: The split of a fallback's time: copying the arguments to the CPU, the CPU kernel, copying back.
 FALLBACK_PART_COLORS: dict[str, str] = {

@@ -17,5 +17,6 @@ VIEWS: dict[str, tuple[str, ...]] = {
     "05-writing-a-kernel.ipynb": ("openreg-compare", "openreg-coverage"),
     "06-emulating-a-backend.ipynb": ("openreg-compare", "openreg-coverage"),
     "07-compile.ipynb": ("openreg-compare", "openreg-dashboard"),
+    "08-distributed.ipynb": ("openreg-dashboard",),
 }
 ALL_VIEW_CLASSES = frozenset(c for classes in VIEWS.values() for c in classes)

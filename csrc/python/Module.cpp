@@ -27,6 +27,7 @@ namespace py = pybind11;
 void bind_profiles(py::module_& m);       // Profiles.cpp
 void bind_backend_meta(py::module_& m);   // BackendMeta.cpp
 void bind_autograd_exit(py::module_& m);  // AutogradExit.cpp
+void bind_distributed(py::module_& m);    // Distributed.cpp
 
 namespace {
 
@@ -147,4 +148,5 @@ PYBIND11_MODULE(_C, m) {
   bind_profiles(m);
   bind_backend_meta(m);
   bind_autograd_exit(m);
+  bind_distributed(m);
 }

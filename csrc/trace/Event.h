@@ -10,18 +10,18 @@
 namespace openreg::trace {
 
 enum class Kind : int8_t {
-  Op = 0,        // an operator call that reached openreg (RecordFunction)
-  Backward = 1,  // an autograd node running; its ops are its children
-  Fallback = 2,  // the CPU side of a fallen-back op; its copies are children
-  Copy = 3,      // bytes moved by _copy_from (H2D, D2H or D2D)
-  Cast = 4,      // one autocast cast of one argument
-  Alloc = 5,     // a device allocation
-  Free = 6,      // a device free
-  Mark = 7,      // an instant: something changed (e.g. a coverage profile)
-  Compiled = 8,  // torch.compile: a compiled graph's call, or one generated kernel in it
-  Compile = 9,   // torch.compile: compiling one graph, a graph break or a recompile
-  // 10 is taken by another kind (openreg_lab/recording/events.py KINDS).
-  Step = 11,  // an instant: a training step ended; seq: the step's number
+  Op = 0,           // an operator call that reached openreg (RecordFunction)
+  Backward = 1,     // an autograd node running; its ops are its children
+  Fallback = 2,     // the CPU side of a fallen-back op; its copies are children
+  Copy = 3,         // bytes moved by _copy_from (H2D, D2H or D2D)
+  Cast = 4,         // one autocast cast of one argument
+  Alloc = 5,        // a device allocation
+  Free = 6,         // a device free
+  Mark = 7,         // an instant: something changed (e.g. a coverage profile)
+  Compiled = 8,     // torch.compile: a compiled graph's call, or one generated kernel in it
+  Compile = 9,      // torch.compile: compiling one graph, a graph break or a recompile
+  Collective = 10,  // a c10d collective, issue to completion (Collective.h)
+  Step = 11,        // an instant: a training step ended; seq: the step's number
 };
 
 enum class Kernel : int8_t {
@@ -38,6 +38,7 @@ constexpr int8_t kNoDevice = -2;
 
 enum Flags : uint8_t {
   kCacheHit = 1,  // Cast: served by autocast's weight cache, nothing copied
+  kWait = 2,      // Collective: the time a caller blocked in Work::wait
 };
 
 struct Event {
@@ -51,7 +52,7 @@ struct Event {
   uint32_t dispatch;  // interned dispatch path of an Op; Cast: the argument
   uint32_t source;    // interned "file:line" of the user's call (stack=True)
   uint32_t shapes;    // 1 + offset of the Op's shapes in the pool, 0: none
-  uint32_t reserved;  // keeps the record at 64 bytes
+  uint32_t reserved;  // Collective: the group's size; else 0 (keeps 64 bytes)
   int8_t kind;
   int8_t kernel;
   int8_t device;

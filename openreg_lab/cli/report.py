@@ -1,4 +1,6 @@
-"""``openreg-lab report TRACE``: a saved trace's totals and top fallbacks; ``--html`` writes its report."""
+"""``openreg-lab report TRACE [TRACE ...]``: a saved trace's totals and top fallbacks; ``--html`` writes
+its report. Several traces (one per rank of a ``torch.distributed`` run) are merged: their
+collectives lined up on one clock, who arrived last and by how much (``views.ranks``)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ examples:
   openreg-lab report run.trace                    # totals and top fallbacks in the terminal
   openreg-lab report run.trace --html report.html --title "step 1000, mps profile"
   openreg-lab report run.trace --chrome run.json  # for Perfetto or chrome://tracing
+  openreg-lab report run.rank0.trace run.rank1.trace --html ranks.html   # ranks merged
 """
 
 
@@ -27,7 +30,11 @@ def add_parser(sub: Any) -> Parser:
         description=__doc__,
         epilog=EXAMPLES,
     )
-    p.add_argument("trace", help="a trace file written by `run --trace` or Trace.save (e.g. run.trace)")
+    p.add_argument(
+        "trace",
+        nargs="+",
+        help="a trace file written by `run --trace` or Trace.save (e.g. run.trace); several: one per rank",
+    )
     p.add_argument("--html", metavar="PATH", help="write the HTML report there (e.g. --html report.html)")
     p.add_argument("--title", help="the report's title (default: the trace file's name)")
     p.add_argument("--chrome", metavar="PATH", help="write a Chrome trace there (e.g. --chrome run.json)")
@@ -39,21 +46,54 @@ def add_parser(sub: Any) -> Parser:
 
 
 def _handle(args: argparse.Namespace) -> int:
-    import openreg_lab
 
     check_output(args.html, "--html")
     check_output(args.chrome, "--chrome")
-    try:
-        trace = openreg_lab.load_trace(args.trace)
-    except FileNotFoundError:
-        raise UsageError(f"no such trace file: {args.trace}") from None
-    except IsADirectoryError:
-        raise UsageError(f"{args.trace} is a directory, not a trace file") from None
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    traces = [_load(path) for path in args.trace]
+    if len(traces) > 1:
+        return _ranks(args, traces)
+    (trace,), (path,) = traces, args.trace
     _outputs.print_summary(trace, args.top, sys.stdout)
-    info = {"trace file": os.path.abspath(args.trace)}
-    title = args.title or os.path.basename(args.trace)
+    info = {"trace file": os.path.abspath(path)}
+    title = args.title or os.path.basename(path)
     ok = _outputs.write(trace, info, html=args.html, chrome=args.chrome, title=title)
     sys.stderr.flush()
     return 0 if ok else 1
+
+
+def _load(path: str) -> Any:
+    import openreg_lab
+
+    try:
+        return openreg_lab.load_trace(path)
+    except FileNotFoundError:
+        raise UsageError(f"no such trace file: {path}") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a directory, not a trace file") from None
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def _ranks(args: argparse.Namespace, traces: list[Any]) -> int:
+    """One trace per rank: the merged collectives in the terminal, ``--html`` the ranks view."""
+    from openreg_lab.views.ranks_view import ranks
+
+    if args.chrome:
+        raise UsageError("--chrome takes one trace; give one file per run of `report --chrome`")
+    view = ranks(traces)
+    table = view.collectives()
+    print(f"{len(traces)} traces, {view.table['global_rank'].nunique() if len(view.table) else 0} ranks, "
+          f"{len(table)} collectives", file=sys.stdout)  # fmt: skip
+    if len(table):
+        shown = table.assign(
+            dur_us=(table["dur_ns"] / 1e3).round(1), late_us=(table["late_ns"] / 1e3).round(1)
+        )[["name", "group", "bytes", "ranks", "dur_us", "last_rank", "late_us", "gbytes_per_s"]]
+        print(shown.head(args.top).to_string(index=False), file=sys.stdout)
+    if args.html:
+        try:
+            view.to_html(args.html, title=args.title or "openreg-lab: ranks")
+        except OSError as e:
+            print(f"openreg-lab: could not write the report to {args.html}: {e}", file=sys.stderr)
+            return 1
+        print(f"openreg-lab: wrote the report to {os.path.abspath(args.html)}", file=sys.stderr)
+    return 0

@@ -262,7 +262,7 @@ def _listdir(d: str) -> list[str]:
 def execute(ns: argparse.Namespace, command: str) -> int:
     """Run the target under a trace, then write the outputs and print the summary."""
     import openreg_lab
-    from openreg_lab.cli import _outputs
+    from openreg_lab.cli import _outputs, _ranks
 
     name = ns.module or os.path.basename(ns.script)
     trace = openreg_lab.trace(
@@ -308,11 +308,16 @@ def execute(ns: argparse.Namespace, command: str) -> int:
     }
     if left:
         info["left out"] = left
-    print(f"openreg-lab run: {name} {how} (exit code {code}) after {elapsed:.1f} s", file=sys.stderr)
-    if left:
-        print(f"openreg-lab run: {left}", file=sys.stderr)
-    _outputs.print_summary(trace, ns.top)
-    written = _outputs.write(trace, info, html=ns.html, trace_path=ns.trace, chrome=ns.chrome)
+    rank = _ranks.launched_rank()  # under torchrun: files per rank, rank 0 prints the summary
+    if rank is not None:
+        info["rank"] = str(rank)
+    if rank in (None, 0):
+        print(f"openreg-lab run: {name} {how} (exit code {code}) after {elapsed:.1f} s", file=sys.stderr)
+        if left:
+            print(f"openreg-lab run: {left}", file=sys.stderr)
+        _outputs.print_summary(trace, ns.top)
+    html, trace_path, chrome = (_ranks.per_rank(p, rank) for p in (ns.html, ns.trace, ns.chrome))
+    written = _outputs.write(trace, info, html=html, trace_path=trace_path, chrome=chrome)
     if not written and code == 0:
         return 1
     return code

@@ -7,7 +7,7 @@ import atexit
 import torch
 
 from openreg_lab import _C, device
-from openreg_lab.device import _compile, _sharing
+from openreg_lab.device import _compile, _distributed, _sharing
 
 BACKEND = "openreg"
 
@@ -15,7 +15,8 @@ BACKEND = "openreg"
 def register() -> None:
     """Rename PrivateUse1 to ``openreg``, install ``torch.openreg`` and generate the tensor methods.
 
-    Also makes openreg tensors sent to another process fail with a clear error (``_sharing``), and
+    Also registers openreg's ``torch.distributed`` backend (``_distributed``), makes openreg
+    tensors sent to another process fail with a clear error (``_sharing``), and
     registers the exit handler of Note [Autograd workers at exit] (``csrc/python/AutogradExit.cpp``).
     Safe to call again: each step is skipped when already done.
     """
@@ -38,3 +39,4 @@ def register() -> None:
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
     _compile.register_if_dynamo_loaded()
+    _distributed.register()

@@ -23,6 +23,8 @@ Inside the block:
   ``torch.cuda.streams.Stream`` (which its guards read) is openreg's ``Stream``.
 * A public ``torch.cuda`` function with no openreg counterpart (``get_device_capability``, CUDA
   graphs, NVTX, ...) raises ``CudaNotMappedError`` naming the call when it is called.
+* ``torch.distributed``: ``init_process_group("nccl")`` (and ``new_group``, ``"cuda:nccl"`` pairs,
+  a ``device_id`` on ``cuda``) uses openreg's backend ``"ogloo"``; ``is_nccl_available()`` is True.
 
 Not mapped: a ``torch.device("cuda")`` object keeps ``type == "cuda"`` (it is translated when a
 torch function receives it), ``torch.Generator(device="cuda")``, ``torch.load(map_location="cuda")``,
@@ -41,6 +43,8 @@ from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
+
+from openreg_lab.device import _distributed
 
 
 class CudaNotMappedError(NotImplementedError):
@@ -318,8 +322,10 @@ def _install() -> Callable[[], None]:
     shim = _CudaModule()
     sys.modules["torch.cuda"] = shim
     torch.cuda = shim  # type: ignore[assignment]
+    undo_distributed = _distributed.map_cuda_backends(_map_device)  # "nccl" -> "ogloo"
 
     def undo() -> None:
+        undo_distributed()
         for cls, init in inits.items():
             cls.__init__ = init  # type: ignore[method-assign]
         for name, fn in functions.items():

@@ -37,10 +37,10 @@ EVENT_DTYPE = np.dtype(
 )
 assert EVENT_DTYPE.itemsize == 64
 
-# The index is the code of csrc/trace/Event.h's Kind; "kindN": a code this branch does not use.
+# The index is the code of csrc/trace/Event.h's Kind.
 KINDS = (
-    "op", "backward", "fallback", "copy", "cast", "alloc", "free", "mark", "compiled", "compile", "kind10",
-    "step",
+    "op", "backward", "fallback", "copy", "cast", "alloc", "free", "mark",
+    "compiled", "compile", "collective", "step",
 )  # fmt: skip
 STEP = KINDS.index("step")
 KERNELS = ("", "native", "fallback", "composite", "generic")
@@ -48,6 +48,7 @@ CPU, NO_DEVICE = -1, -2
 MAX_DEVICES = 16  # openreg devices are 0..15 (OPENREG_DEVICE_COUNT, csrc/runtime/Device)
 MAX_DTYPE = 63  # the largest c10::ScalarType code a dtype column may hold (-1: none)
 CACHE_HIT = 1
+WAIT = 2  # a collective event that is a wait on it (Note [Collective events])
 
 # c10::ScalarType codes -> names ("float32"), for the dtype columns.
 _SCALAR_TYPES = [

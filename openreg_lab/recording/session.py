@@ -35,7 +35,7 @@ import torch
 
 from openreg_lab import _C
 from openreg_lab.device import _compile
-from openreg_lab.recording import analysis, chrome, files, steps
+from openreg_lab.recording import analysis, chrome, distributed, files, steps
 from openreg_lab.recording import events as _events
 from openreg_lab.recording import verdict as _verdict
 
@@ -496,6 +496,10 @@ class Trace:
         """Every autocast cast: op, argument, from and to dtype, bytes, weight-cache hit."""
         return analysis.casts(self.events)
 
+    def collectives(self) -> pd.DataFrame:
+        """Every ``torch.distributed`` collective on openreg: group, seq, rank, peer, bytes, wait."""
+        return distributed.collectives(self.columns, self._t0)
+
     # -- files -------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the trace to ``path`` (read it back with ``openreg_lab.load_trace``)."""
@@ -552,6 +556,7 @@ def _to_frame(c: Columns, t0: int) -> pd.DataFrame:
     dt = np.vectorize(dtypes.__getitem__, otypes=[object])
     is_cast = f["kind"] == 4
     is_mem = (f["kind"] == 5) | (f["kind"] == 6)
+    is_collective = f["kind"] == _events.KINDS.index("collective")  # src/dst hold ranks
     shapes = np.full(n, None, dtype=object)
     arg_dtypes = np.full(n, None, dtype=object)
     for i in np.flatnonzero(f["shapes"] >= 0):
@@ -570,8 +575,8 @@ def _to_frame(c: Columns, t0: int) -> pd.DataFrame:
             "start_ns": f["start_ns"] - t0,
             "dur_ns": f["dur_ns"],
             "bytes": f["bytes"],
-            "src": dev(f["src"]) if n else [],
-            "dst": dev(f["dst"]) if n else [],
+            "src": np.where(is_collective, None, dev(f["src"])) if n else [],
+            "dst": np.where(is_collective, None, dev(f["dst"])) if n else [],
             "from_dtype": dt(f["from_dtype"]) if n else [],
             "to_dtype": dt(f["to_dtype"]) if n else [],
             "shapes": shapes,

@@ -6,6 +6,7 @@
     openreg_lab.views.compare(a, b, labels=("default", "mps"))
     openreg_lab.views.CoverageView(profile="mps", trace=t)
     openreg_lab.views.DispatchExplorer("aten::linear")
+    openreg_lab.views.ranks([load_trace("run.rank0.trace"), load_trace("run.rank1.trace")])
 
 One module per view (``dashboard``, ``comparison``, ``coverage_view``, ``dispatch_explorer``), the
 pieces they share (``timeline`` with its level of detail ``lod``, ``table``, ``charts``,
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from openreg_lab.views.coverage_view import CoverageView
     from openreg_lab.views.dashboard import Dashboard
     from openreg_lab.views.dispatch_explorer import DispatchExplorer
+    from openreg_lab.views.ranks_view import RanksView, ranks
 
 install_renderer(TraceRenderer())
 
@@ -35,6 +37,8 @@ _LAZY = {
     "CompareView": "openreg_lab.views.comparison",
     "CoverageView": "openreg_lab.views.coverage_view",
     "DispatchExplorer": "openreg_lab.views.dispatch_explorer",
+    "RanksView": "openreg_lab.views.ranks_view",
+    "ranks": "openreg_lab.views.ranks_view",
 }
 
 
@@ -46,4 +50,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'openreg_lab.views' has no attribute {name!r}")
 
 
-__all__ = ["CompareView", "CoverageView", "Dashboard", "DispatchExplorer", "compare"]
+__all__ = ["CompareView", "CoverageView", "Dashboard", "DispatchExplorer", "RanksView", "compare", "ranks"]

@@ -1,0 +1,138 @@
+#pragma once
+
+// openreg's communication backend: a c10d::Backend that torch.distributed
+// routes openreg tensors to (openreg_lab/device/_distributed.py registers it
+// as "ogloo" for the device type "openreg").
+//
+// It owns no transport of its own. Python builds a Gloo group
+// (torch.distributed.ProcessGroupGloo, shipped with torch) and hands it over
+// as a c10d::Backend; every collective here checks its tensors, takes their
+// host views (Note [Collectives on host views]), calls the same collective of
+// the transport, and wraps the transport's Work (Work.h). This is the file a
+// vendor rewrites to call their own collective library.
+//
+// Beyond Gloo: ReduceOp::AVG (a sum, then a division when the sum completes)
+// and a trace event per collective (Note [Collective events]).
+
+#include "distributed/Work.h"
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace openreg::distributed {
+
+class Backend final : public c10d::Backend {
+ public:
+  static constexpr const char* kName = "ogloo";
+
+  // `transport` is a group of the same rank and size (Gloo's, from Python).
+  Backend(c10::intrusive_ptr<c10d::Backend> transport, std::string group_name);
+
+  const std::string getBackendName() const override {
+    return kName;
+  }
+  const c10::intrusive_ptr<c10d::Backend>& transport() const {
+    return transport_;
+  }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_splits,
+                                               std::vector<int64_t>& input_splits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
+  void setSequenceNumberForGroup() override;
+  uint64_t getSequenceNumberForGroup() override;
+  void setTimeout(std::chrono::milliseconds timeout) override;
+  void abort() override;
+  void shutdown() override;
+
+ private:
+  // What one collective is: its name and type, the tensors the caller keeps
+  // (the future's value), and the bytes, dtype, device and peer recorded.
+  struct Call {
+    Call(const char* name, c10d::OpType type, std::vector<at::Tensor> outputs)
+        : name(name), type(type), outputs(std::move(outputs)) {}
+    const char* name;
+    c10d::OpType type;
+    std::vector<at::Tensor> outputs;
+    std::vector<at::Tensor> inputs;  // kept alive until the Work completes
+    // What every rank must agree on (Note [Ranks agree before Gloo runs]).
+    bool checked = true;
+    std::vector<at::Tensor> agree;
+    int64_t bytes = 0;
+    at::ScalarType dtype = at::ScalarType::Undefined;
+    c10::Device device = c10::Device(c10::DeviceType::CPU);
+    int peer = -1;
+    Work::Finish finish;
+  };
+
+  // Records and issues `call`: `issue` runs the transport's collective on
+  // host views and returns its Work.
+  c10::intrusive_ptr<c10d::Work> run(Call call,
+                                     const std::function<c10::intrusive_ptr<c10d::Work>()>& issue);
+
+  // AVG: Gloo sums, and the finishing step divides `outputs` by the group size.
+  template <typename Opts>
+  Opts with_sum_for_avg(const Opts& opts, const std::vector<at::Tensor>& outputs, const char* op,
+                        Call& call) const;
+
+  // The event's seq (Note [Collective events]): group collectives are
+  // numbered in issue order, which every rank shares; sends and recvs per
+  // peer and direction, so that the k-th send to a peer meets its k-th recv.
+  int64_t next_seq(c10d::OpType type, int peer);
+
+  c10::intrusive_ptr<c10d::Backend> transport_;
+  std::string group_name_;
+  std::atomic<int64_t> seq_{0};
+  std::mutex p2p_mutex_;
+  std::map<std::pair<bool, int>, int64_t> p2p_seq_;
+};
+
+}  // namespace openreg::distributed

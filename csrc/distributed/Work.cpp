@@ -1,0 +1,134 @@
+#include "distributed/Work.h"
+
+#include "trace/Clock.h"
+
+#include <ATen/core/jit_type.h>
+#include <c10/util/Exception.h>
+
+namespace openreg::distributed {
+
+Work::Work(c10::intrusive_ptr<c10d::Work> transport, c10d::OpType type, int rank,
+           std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs, Finish finish,
+           trace::CollectiveInfo info, trace::CollectiveHandle event, std::string description)
+    : c10d::Work(rank, type),
+      transport_(std::move(transport)),
+      outputs_(std::move(outputs)),
+      inputs_(std::move(inputs)),
+      finish_(std::move(finish)),
+      info_(info),
+      group_(info.group),
+      name_(info.name),
+      event_(event),
+      description_(std::move(description)),
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+  info_.group = group_;
+  info_.name = name_;
+}
+
+// Note [Finishing a Work once]
+// The transport completes on its own thread. The first observer of that
+// completion (the transport's future callback, wait() or isCompleted())
+// runs finish_once: it applies the finishing step to the outputs, closes the
+// trace event at the time it ran, and completes this Work's future with the
+// caller's openreg tensors (or with the error, named). Later observers find
+// it done. Gloo's send and recv have no future, so they finish when the
+// caller waits or polls, and their event ends then.
+void Work::finish_once(std::exception_ptr error) {
+  std::call_once(finished_, [&] {
+    if (!error && finish_) {
+      try {
+        finish_();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    trace::end_collective(event_, trace::now_ns());
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      completed_ = true;
+      exception_ = error ? named(error) : nullptr;
+    }
+    cv_.notify_all();
+    if (exception_) {
+      future_->setError(exception_);
+    } else {
+      future_->markCompleted(c10::IValue(outputs_));
+    }
+  });
+}
+
+std::exception_ptr Work::named(std::exception_ptr error) const {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    try {
+      TORCH_CHECK_WITH(DistBackendError, false, description_, " failed: ", e.what());
+    } catch (...) {
+      return std::current_exception();
+    }
+  }
+  return error;
+}
+
+void Work::watch_transport() {
+  c10::intrusive_ptr<c10::ivalue::Future> done;
+  try {
+    done = transport_->getFuture();
+  } catch (const c10::Error&) {
+    return;  // no future (Gloo's send/recv): finished by wait() or isCompleted()
+  }
+  auto self = c10::intrusive_ptr<Work>::reclaim_copy(this);
+  done->addCallback([self](c10::ivalue::Future& f) {
+    self->finish_once(f.hasError() ? f.exception_ptr() : nullptr);
+  });
+}
+
+bool Work::isCompleted() {
+  if (!future_->completed() && transport_->isCompleted()) {
+    finish_once(transport_->isSuccess() ? nullptr : transport_->exception());
+  }
+  return future_->completed();
+}
+
+bool Work::isSuccess() const {
+  return future_->completed() && !future_->hasError();
+}
+
+std::exception_ptr Work::exception() const {
+  return future_->completed() && future_->hasError() ? future_->exception_ptr() : nullptr;
+}
+
+int Work::sourceRank() const {
+  return transport_->sourceRank();
+}
+
+std::vector<at::Tensor> Work::result() {
+  return outputs_;
+}
+
+bool Work::wait(std::chrono::milliseconds timeout) {
+  const int64_t start = trace::now_ns();
+  try {
+    transport_->wait(timeout);
+  } catch (...) {
+    finish_once(std::current_exception());
+  }
+  finish_once(nullptr);  // a no-op if the transport's callback finished it
+  future_->wait();       // that callback may still be running on Gloo's thread
+  trace::record_collective_wait(info_, start);
+  if (future_->hasError()) {
+    std::rethrow_exception(future_->exception_ptr());
+  }
+  return true;
+}
+
+void Work::abort() {
+  transport_->abort();
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> Work::getFuture() {
+  return future_;
+}
+
+}  // namespace openreg::distributed

@@ -1,0 +1,67 @@
+#pragma once
+
+// The Work a collective of openreg's backend returns: the transport's (Gloo's)
+// Work underneath, plus what only this backend knows: the openreg tensors the
+// caller passed (the future's value, not their host views), the step that
+// finishes the result (ReduceOp::AVG divides after Gloo's sum), the error
+// message that names the collective, and the trace event
+// (Note [Collective events]).
+//
+// Completion is observed once, by whichever comes first: the transport's
+// future calling back on its worker thread, wait(), or isCompleted()
+// (Note [Finishing a Work once]).
+
+#include "trace/Collective.h"
+
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace openreg::distributed {
+
+class Work : public c10d::Work {
+ public:
+  // Runs on the result after the transport succeeds (e.g. the AVG division).
+  using Finish = std::function<void()>;
+
+  Work(c10::intrusive_ptr<c10d::Work> transport, c10d::OpType type, int rank,
+       std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs, Finish finish,
+       trace::CollectiveInfo info, trace::CollectiveHandle event, std::string description);
+
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  int sourceRank() const override;
+  std::vector<at::Tensor> result() override;
+  void synchronize() override {}  // Note [Synchronous execution]: nothing to order
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  void abort() override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+  // Subscribes to the transport's future when it has one (Gloo's send and
+  // recv do not; they finish on wait() or isCompleted()).
+  void watch_transport();
+
+ private:
+  void finish_once(std::exception_ptr error);
+  std::exception_ptr named(std::exception_ptr error) const;
+
+  c10::intrusive_ptr<c10d::Work> transport_;
+  std::vector<at::Tensor> outputs_;
+  std::vector<at::Tensor> inputs_;  // kept alive: the transport reads their host views
+  Finish finish_;
+  trace::CollectiveInfo info_;
+  std::string group_;  // info_.group views this
+  std::string name_;   // info_.name views this
+  trace::CollectiveHandle event_;
+  std::string description_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::once_flag finished_;
+};
+
+}  // namespace openreg::distributed

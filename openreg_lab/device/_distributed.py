@@ -1,0 +1,108 @@
+"""openreg's communication backend for ``torch.distributed`` (``csrc/distributed/``).
+
+``register()`` (run on import of :mod:`openreg_lab`) registers the backend ``"ogloo"`` for the device
+type ``openreg``: ``init_process_group(backend="ogloo")``, ``"cpu:gloo,openreg:ogloo"``,
+``init_process_group(device_id=torch.device("openreg", rank))`` and ``init_process_group()`` with no
+backend all route openreg tensors to it. Each group gets a Gloo group of its own (shipped with
+torch) as its transport; the C++ backend hands Gloo host views of the openreg tensors, so no byte
+is staged (Note [Collectives on host views]).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from openreg_lab import _C
+
+BACKEND = "ogloo"
+DEVICE = "openreg"
+
+
+def register() -> None:
+    """Register ``"ogloo"`` with ``torch.distributed`` for ``openreg`` tensors (once; no-op without
+    ``torch.distributed``)."""
+    if not torch.distributed.is_available():
+        return
+    backend = torch.distributed.Backend
+    if BACKEND.upper() in backend._plugins:
+        return
+    backend.register_backend(BACKEND, _create_group, extended_api=True, devices=[DEVICE, "cpu"])
+
+
+def _create_group(options: Any, backend_options: Any = None) -> Any:
+    """The creator ``torch.distributed`` calls for each group.
+
+    Note [One group for openreg and CPU tensors]
+    It returns a whole ``ProcessGroup`` rather than a backend: a Gloo group over the group's store
+    serves CPU tensors directly and is the transport of openreg's C++ backend, which serves openreg
+    tensors. torch keeps a creator's ``ProcessGroup`` as the group itself, so every way of asking
+    for the backend gets both devices, including ``init_process_group()`` with no backend, where
+    torch would otherwise register a backend for the accelerator only and a CPU user's tensors
+    would find none.
+    """
+    from torch.distributed import ProcessGroup, ProcessGroupGloo
+
+    rank, size = options.group_rank, options.group_size
+    gloo = ProcessGroupGloo(options.store, rank, size, options.timeout)
+    ours = _C._DistributedBackend(gloo, str(options.group_id))
+    group = ProcessGroup(options.store, rank, size)
+    group._set_default_backend(ProcessGroup.BackendType.CUSTOM)
+    group._register_backend(torch.device("cpu"), ProcessGroup.BackendType.GLOO, gloo)
+    group._register_backend(torch.device(DEVICE), ProcessGroup.BackendType.CUSTOM, ours)
+    return group
+
+
+def cuda_backend_name(backend: Any) -> Any:
+    """``"nccl"`` as openreg's backend (``"ogloo"``), ``"cuda:nccl"`` pairs as ``"openreg:ogloo"``;
+    anything else unchanged (``from_cuda``)."""
+    if not isinstance(backend, str):
+        return backend
+    pairs = []
+    for part in backend.split(","):
+        device, sep, name = part.rpartition(":")
+        name = BACKEND if name.strip().lower() == "nccl" else name
+        device = DEVICE if device.strip().lower() == "cuda" else device
+        pairs.append(f"{device}{sep}{name}")
+    return ",".join(pairs)
+
+
+_CUDA_ENTRY_POINTS = ("init_process_group", "new_group", "new_subgroups_by_enumeration")
+
+
+def map_cuda_backends(map_device: Callable[[Any], Any]) -> Callable[[], None]:
+    """While ``from_cuda`` is on: ``torch.distributed``'s group constructors take ``"nccl"`` as
+    ``"ogloo"`` and a ``device_id`` on ``cuda`` as ``openreg``, and ``is_nccl_available()`` is True.
+    Returns the function that undoes it."""
+    dist = torch.distributed
+    c10d = dist.distributed_c10d
+    saved = {name: getattr(c10d, name) for name in (*_CUDA_ENTRY_POINTS, "is_nccl_available")}
+
+    def mapped(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if args:
+                args = (cuda_backend_name(args[0]), *args[1:])
+            if "backend" in kwargs:
+                kwargs["backend"] = cuda_backend_name(kwargs["backend"])
+            if kwargs.get("device_id") is not None:
+                kwargs["device_id"] = map_device(kwargs["device_id"])
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    patched: dict[str, Any] = {name: mapped(saved[name]) for name in _CUDA_ENTRY_POINTS}
+    patched["is_nccl_available"] = lambda: True
+    for module in (dist, c10d):
+        for name, fn in patched.items():
+            setattr(module, name, fn)
+
+    def undo() -> None:
+        for module in (dist, c10d):
+            for name, fn in saved.items():
+                setattr(module, name, fn)
+
+    return undo

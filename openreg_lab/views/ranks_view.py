@@ -1,0 +1,154 @@
+"""``ranks(traces)``: one trace per rank of a ``torch.distributed`` run, merged on one clock.
+
+::
+
+    traces = [openreg_lab.load_trace(f"run.rank{r}.trace") for r in range(2)]
+    view = openreg_lab.views.ranks(traces)
+    view.table          # one row per collective and rank (recording.distributed.merge_ranks)
+    view.collectives()  # one row per collective: bytes, slowest rank, who arrived last and how late
+    view                # an SVG timeline (one lane per rank, collectives lined up) and the table
+
+The view is static HTML (no kernel needed): every rank's collectives on one time axis, each drawn
+from issue to completion, with the time that rank spent blocked in ``wait()`` (up to the
+completion) in a lighter shade beneath; hovering a collective names it, its bytes and how late
+that rank arrived.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from openreg_lab import theme
+from openreg_lab.recording.distributed import merge_ranks
+
+if TYPE_CHECKING:
+    from openreg_lab.recording.session import Trace
+
+_WIDTH, _LANE, _LEFT = 900, 26, 70
+
+
+class RanksView:
+    """The merged collectives of several ranks (``table``) and their static HTML view."""
+
+    def __init__(self, traces: Sequence[Trace]) -> None:
+        self.table = merge_ranks(traces)
+
+    def collectives(self) -> pd.DataFrame:
+        """One row per collective across ranks (a send and its recv are one, ``send/recv``): name,
+        group, bytes, ranks, start, the slowest
+        rank's duration, the last rank to arrive and how late (``late_ns``), the bandwidth."""
+        t = self.table
+        if t.empty:
+            return pd.DataFrame(
+                columns=["key", "name", "group", "bytes", "ranks", "start_ns", "dur_ns", "last_rank",
+                         "late_ns", "gbytes_per_s"]
+            )  # fmt: skip
+        g = t.groupby("key", sort=False)
+        out = pd.DataFrame(
+            {
+                "name": g["name"].agg(lambda names: "/".join(sorted(set(names), reverse=True))),
+                "group": g["group"].first(),
+                "bytes": g["bytes"].max(),
+                "ranks": g["global_rank"].nunique(),
+                "start_ns": g["start_ns"].min(),
+                "dur_ns": g["dur_ns"].max(),
+                "late_ns": g["late_ns"].max(),
+            }
+        ).reset_index()
+        last = t.loc[t["last"], ["key", "global_rank"]].rename(columns={"global_rank": "last_rank"})
+        out = out.merge(last.drop_duplicates("key"), on="key", how="left")
+        out["gbytes_per_s"] = out["bytes"] / out["dur_ns"].where(out["dur_ns"] > 0)
+        cols = ["key", "name", "group", "bytes", "ranks", "start_ns", "dur_ns", "last_rank", "late_ns",
+                "gbytes_per_s"]  # fmt: skip
+        return out.sort_values("start_ns").reset_index(drop=True)[cols]
+
+    # -- display -------------------------------------------------------------
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return {"text/html": self.html(), "text/plain": repr(self)}
+
+    def __repr__(self) -> str:
+        ranks = self.table["global_rank"].nunique() if len(self.table) else 0
+        n = self.table["key"].nunique() if len(self.table) else 0
+        return f"<RanksView: {ranks} ranks, {n} collectives>"
+
+    def html(self) -> str:
+        """The timeline (SVG) and the per-collective table, as one HTML fragment."""
+        return f'<div style="font-family:{theme.FONT}">{self._svg()}{self._table_html()}</div>'
+
+    def to_html(self, path: str | os.PathLike[str], title: str = "openreg-lab: ranks") -> None:
+        """Write the view as one offline HTML file."""
+        page = (
+            f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"</head><body><h2>{html.escape(title)}</h2>{self.html()}</body></html>"
+        )
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(page)
+
+    def _svg(self) -> str:
+        t = self.table
+        if t.empty:
+            return "<p>No collectives were recorded.</p>"
+        ranks = sorted(t["global_rank"].unique())
+        end = t["end_ns"].where(t["end_ns"] >= 0, t["start_ns"])
+        t0, t1 = int(t["start_ns"].min()), int(max(end.max(), t["start_ns"].max() + 1))
+        scale = (_WIDTH - _LEFT - 10) / max(t1 - t0, 1)
+        height = _LANE * len(ranks) + 24
+        parts = [f'<svg width="{_WIDTH}" height="{height}" role="img" aria-label="collectives by rank">']
+        for i, r in enumerate(ranks):
+            y = i * _LANE
+            parts.append(f'<text x="4" y="{y + 17}" font-size="12">rank {int(r)}</text>')
+        for row in t.itertuples():
+            y = ranks.index(row.global_rank) * _LANE
+            x = _LEFT + (row.start_ns - t0) * scale
+            dur = row.dur_ns if row.dur_ns > 0 else 0
+            w = max(dur * scale, 1.5)
+            tip = html.escape(
+                f"{row.name} (group {row.group} #{row.seq}) rank {row.global_rank}: {row.bytes} bytes, "
+                f"{dur / 1e3:.1f} us, arrived {row.late_ns / 1e3:.1f} us after the first"
+                + (", last" if row.last else "")
+            )
+            if row.wait_ns > 0:  # the wait ends when the collective completes
+                ww = max(min(row.wait_ns, dur) * scale, 1.0)
+                parts.append(
+                    f'<rect x="{x + w - ww:.1f}" y="{y + 15}" width="{ww:.1f}" height="6" '
+                    f'fill="{theme.COLLECTIVE_WAIT_COLOR}"><title>{tip} (waited)</title></rect>'
+                )
+            parts.append(
+                f'<rect class="collective" x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="12" '
+                f'fill="{theme.COLLECTIVE_COLOR}"><title>{tip}</title></rect>'
+            )
+        parts.append(
+            f'<text x="{_LEFT}" y="{height - 4}" font-size="11">0</text>'
+            f'<text x="{_WIDTH - 10}" y="{height - 4}" font-size="11" text-anchor="end">'
+            f"{(t1 - t0) / 1e6:.2f} ms</text></svg>"
+        )
+        return "".join(parts)
+
+    def _table_html(self) -> str:
+        c = self.collectives()
+        if c.empty:
+            return ""
+        head = "".join(
+            f"<th>{h}</th>"
+            for h in ("collective", "group", "bytes", "ranks", "slowest", "last to arrive", "late by", "GB/s")
+        )
+        rows = []
+        for r in c.itertuples():
+            last = "" if pd.isna(r.last_rank) else f"rank {int(r.last_rank)}"
+            bw = "" if pd.isna(r.gbytes_per_s) else f"{r.gbytes_per_s:.2f}"
+            rows.append(
+                f"<tr><td>{html.escape(str(r.name))}</td><td>{html.escape(str(r.group))}</td>"
+                f"<td>{int(r.bytes):,}</td><td>{int(r.ranks)}</td><td>{r.dur_ns / 1e3:.1f} us</td>"
+                f"<td>{last}</td><td>{r.late_ns / 1e3:.1f} us</td><td>{bw}</td></tr>"
+            )
+        return f'<table class="ranks"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def ranks(traces: Sequence[Trace]) -> RanksView:
+    """The collectives of one trace per rank, lined up on one clock (see the module doc)."""
+    return RanksView(traces)

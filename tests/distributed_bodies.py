@@ -1,0 +1,408 @@
+"""Test bodies run on every rank of a ``RankPool`` (tests/distributed_pool.py).
+
+Each takes ``(rank, world, *args)``, runs inside the pool's process group and asserts on its own
+rank; what it returns is sent back to the test (plain Python values only).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import os
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+import openreg_lab
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int64": torch.int64}
+
+
+def ready(rank: int, world: int) -> str:
+    return dist.get_backend()
+
+
+def _dev(rank: int) -> torch.device:
+    return torch.device("openreg", rank % torch.openreg.device_count())
+
+
+def _value(rank: int, n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Rank-dependent small integers (exact in every dtype): rank + 1 + arange(n) % 3."""
+    return (torch.arange(n) % 3 + rank + 1).to(dtype).to(device)
+
+
+def every_collective(rank: int, world: int, dtype_name: str) -> dict[str, int]:
+    """Every collective of the public API on openreg tensors, checked against the same on CPU."""
+    dtype = DTYPES[dtype_name]
+    dev = _dev(rank)
+    n = 6
+    vals = [_value(r, n, dtype, torch.device("cpu")) for r in range(world)]
+    total = torch.stack(vals).sum(0)
+    done: dict[str, int] = {}
+
+    def same(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+        assert got.device == dev, (what, got.device)
+        torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0, msg=what)
+        done[what] = done.get(what, 0) + 1
+
+    x = _value(rank, n, dtype, dev)
+    dist.all_reduce(x)
+    same(x, total, "all_reduce")
+    ops = {
+        dist.ReduceOp.SUM: total,
+        dist.ReduceOp.MAX: torch.stack(vals).amax(0),
+        dist.ReduceOp.MIN: torch.stack(vals).amin(0),
+        dist.ReduceOp.PRODUCT: torch.stack(vals).prod(0),
+    }
+    if not dtype.is_floating_point:
+        ops[dist.ReduceOp.BAND] = vals[0].clone()
+        ops[dist.ReduceOp.BOR] = vals[0].clone()
+        ops[dist.ReduceOp.BXOR] = vals[0].clone()
+        for v in vals[1:]:
+            ops[dist.ReduceOp.BAND] &= v
+            ops[dist.ReduceOp.BOR] |= v
+            ops[dist.ReduceOp.BXOR] ^= v
+    for op, want in ops.items():
+        x = _value(rank, n, dtype, dev)
+        dist.all_reduce(x, op=op)
+        same(x, want.to(dtype), f"all_reduce {op}")
+    if dtype.is_floating_point:
+        x = _value(rank, n, dtype, dev)
+        dist.all_reduce(x, op=dist.ReduceOp.AVG)
+        same(x, (total.double() / world).to(dtype), "all_reduce avg")
+    else:
+        try:
+            dist.all_reduce(_value(rank, n, dtype, dev), op=dist.ReduceOp.AVG)
+        except (RuntimeError, ValueError) as e:
+            assert "AVG needs floating-point tensors" in str(e), e
+            done["avg refused"] = 1
+    x = _value(rank, n, dtype, dev)
+    dist.broadcast(x, src=world - 1)
+    same(x, vals[world - 1], "broadcast")
+    x = _value(rank, n, dtype, dev)
+    dist.reduce(x, dst=0)
+    if rank == 0:
+        same(x, total, "reduce")
+    outs = [torch.empty(n, dtype=dtype, device=dev) for _ in range(world)]
+    dist.all_gather(outs, _value(rank, n, dtype, dev))
+    for r in range(world):
+        same(outs[r], vals[r], "all_gather")
+    out = torch.empty(world * n, dtype=dtype, device=dev)
+    dist.all_gather_into_tensor(out, _value(rank, n, dtype, dev))
+    same(out, torch.cat(vals), "all_gather_into_tensor")
+    # reduce_scatter: rank r gets the sum over ranks of their chunk r
+    chunks = [_value(rank + r, n, dtype, dev) for r in range(world)]
+    want = sum(_value(q + rank, n, dtype, torch.device("cpu")) for q in range(world))
+    y = torch.empty(n, dtype=dtype, device=dev)
+    dist.reduce_scatter(y, chunks)
+    same(y, want, "reduce_scatter")
+    y = torch.empty(n, dtype=dtype, device=dev)
+    dist.reduce_scatter_tensor(y, torch.cat(chunks))
+    same(y, want, "reduce_scatter_tensor")
+    # all_to_all: rank r sends chunk q (value 10 * r + q) to rank q
+    ins = [torch.full((n,), 10 * rank + q, dtype=dtype, device=dev) for q in range(world)]
+    outs = [torch.empty(n, dtype=dtype, device=dev) for _ in range(world)]
+    dist.all_to_all(outs, ins)
+    for q in range(world):
+        same(outs[q], torch.full((n,), 10 * q + rank, dtype=dtype), "all_to_all")
+    y = torch.empty(world * n, dtype=dtype, device=dev)
+    dist.all_to_all_single(y, torch.cat(ins))
+    same(
+        y,
+        torch.cat([torch.full((n,), 10 * q + rank, dtype=dtype) for q in range(world)]),
+        "all_to_all_single",
+    )
+    # uneven splits: rank r sends q + 1 elements to rank q
+    send = torch.cat([torch.full((q + 1,), 10 * rank + q, dtype=dtype) for q in range(world)]).to(dev)
+    recv = torch.empty(world * (rank + 1), dtype=dtype, device=dev)
+    dist.all_to_all_single(recv, send, [rank + 1] * world, [q + 1 for q in range(world)])
+    same(
+        recv,
+        torch.cat([torch.full((rank + 1,), 10 * q + rank, dtype=dtype) for q in range(world)]),
+        "all_to_all_single uneven",
+    )
+    gathered = [torch.empty(n, dtype=dtype, device=dev) for _ in range(world)] if rank == 0 else None
+    dist.gather(_value(rank, n, dtype, dev), gathered, dst=0)
+    if rank == 0:
+        for r in range(world):
+            same(gathered[r], vals[r], "gather")
+    y = torch.empty(n, dtype=dtype, device=dev)
+    dist.scatter(y, [_value(q, n, dtype, dev) for q in range(world)] if rank == 0 else None, src=0)
+    same(y, vals[rank], "scatter")
+    # point to point on a ring, blocking and async, and batched
+    right, left = (rank + 1) % world, (rank - 1) % world
+    if rank % 2 == 0:
+        dist.send(_value(rank, n, dtype, dev), right)
+        y = torch.empty(n, dtype=dtype, device=dev)
+        dist.recv(y, left)
+    else:
+        y = torch.empty(n, dtype=dtype, device=dev)
+        dist.recv(y, left)
+        dist.send(_value(rank, n, dtype, dev), right)
+    same(y, vals[left], "send/recv")
+    y = torch.empty(n, dtype=dtype, device=dev)
+    works = [dist.isend(_value(rank, n, dtype, dev), right), dist.irecv(y, left)]
+    for w in works:
+        w.wait()
+    same(y, vals[left], "isend/irecv")
+    y = torch.empty(n, dtype=dtype, device=dev)
+    ops = [dist.P2POp(dist.isend, _value(rank, n, dtype, dev), right), dist.P2POp(dist.irecv, y, left)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    same(y, vals[left], "batch_isend_irecv")
+    # coalesced forms
+    xs = [_value(rank, n, dtype, dev), _value(rank, 3, dtype, dev)]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        for t in xs:
+            dist.all_reduce(t)
+    cm.wait()
+    same(xs[0], total, "coalesced all_reduce")
+    same(
+        xs[1],
+        torch.stack([_value(r, 3, dtype, torch.device("cpu")) for r in range(world)]).sum(0),
+        "coalesced all_reduce",
+    )
+    outs = [torch.empty(world * n, dtype=dtype, device=dev) for _ in range(2)]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        for o in outs:
+            dist.all_gather_into_tensor(o, _value(rank, n, dtype, dev))
+    cm.wait()
+    for o in outs:
+        same(o, torch.cat(vals), "coalesced all_gather_into_tensor")
+    dist.barrier()
+    return done
+
+
+def async_work(rank: int, world: int) -> dict[str, Any]:
+    """``async_op=True``: the Work's wait, is_completed, get_future (its value: the openreg tensors)."""
+    dev = _dev(rank)
+    x = torch.full((1000,), float(rank + 1), device=dev)
+    work = dist.all_reduce(x, async_op=True)
+    fut = work.get_future()
+    chained = fut.then(lambda f: f.value()[0] * 2)
+    assert work.wait(timeout=datetime.timedelta(seconds=20))
+    assert work.is_completed() and work.is_success()
+    value = fut.value()
+    assert value[0].device == dev and value[0].data_ptr() == x.data_ptr()
+    expect = world * (world + 1) / 2
+    assert torch.equal(x.cpu(), torch.full((1000,), expect))
+    assert torch.equal(chained.wait().cpu(), torch.full((1000,), 2 * expect))
+    # AVG finishes (divides) before the future completes
+    y = torch.full((8,), float(rank), device=dev)
+    w = dist.all_reduce(y, op=dist.ReduceOp.AVG, async_op=True)
+    got = w.get_future().wait()[0]
+    assert torch.equal(got.cpu(), torch.full((8,), (world - 1) / 2)), got
+    return {"result": w.result()[0].device.type}
+
+
+def subgroups(rank: int, world: int) -> list[float]:
+    """``new_group``: a collective on a subgroup involves only its ranks; others skip it."""
+    dev = _dev(rank)
+    evens = dist.new_group([r for r in range(world) if r % 2 == 0])
+    odds = dist.new_group([r for r in range(world) if r % 2 == 1])
+    mine = evens if rank % 2 == 0 else odds
+    x = torch.full((4,), float(rank), device=dev)
+    dist.all_reduce(x, group=mine)
+    y = torch.full((4,), float(rank), device=dev)
+    dist.broadcast(y, src=world - 1, group=dist.group.WORLD)
+    dist.destroy_process_group(evens)
+    dist.destroy_process_group(odds)
+    return [float(x[0]), float(y[0])]
+
+
+def reinit(rank: int, world: int, port: int) -> list[float]:
+    """``destroy_process_group`` and a second ``init_process_group`` on another port."""
+    dist.destroy_process_group()
+    assert not dist.is_initialized()
+    dist.init_process_group(
+        init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+        timeout=datetime.timedelta(seconds=30),
+    )  # fmt: skip
+    x = torch.ones(3, device=_dev(rank))
+    dist.all_reduce(x)
+    c = torch.ones(2)
+    dist.all_reduce(c)  # init_process_group() with no backend: CPU tensors go to Gloo
+    return [float(x[0]), float(c[0]), dist.get_backend()]
+
+
+def mixed_devices(rank: int, world: int) -> dict[str, str]:
+    """CPU and openreg tensors in one program; a collective on two devices names both."""
+    dev = _dev(rank)
+    c = torch.full((3,), float(rank))
+    o = torch.full((3,), float(rank), device=dev)
+    dist.all_reduce(c)
+    dist.all_reduce(o)
+    assert c.device.type == "cpu" and torch.equal(c, o.cpu())
+    errors = {}
+    outs = [torch.empty(3, device=dev), torch.empty(3)]
+    try:
+        dist.all_gather(outs[:world], o)  # the second output is on the CPU
+    except (RuntimeError, ValueError) as e:
+        errors["two devices"] = str(e)
+    dist.barrier()
+    return errors
+
+
+def mismatch(rank: int, world: int, what: str) -> str:
+    """Ranks disagreeing on the shape or dtype get the same clear error, and the group lives on."""
+    dev = _dev(rank)
+    if what == "shape":
+        x = torch.ones(4 + rank, device=dev)
+    else:
+        x = torch.ones(4, device=dev, dtype=torch.float32 if rank == 0 else torch.int64)
+    message = ""
+    try:
+        dist.all_reduce(x)
+    except ValueError as e:
+        message = str(e)
+    y = torch.ones(2, device=dev)
+    dist.all_reduce(y)  # the group still works
+    assert float(y[0]) == world
+    return message
+
+
+def _mlp(unused: bool = False) -> nn.Module:
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(8, 16)
+            self.b = nn.Linear(16, 4)
+            self.c = nn.Linear(16, 4) if unused else None  # never used in forward
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.b(torch.relu(self.a(x)))
+
+    torch.manual_seed(0)
+    return Net()
+
+
+def _batches(world: int, steps: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    g = torch.Generator().manual_seed(1)
+    return [
+        (torch.randn(4 * world, 8, generator=g), torch.randn(4 * world, 4, generator=g)) for _ in range(steps)
+    ]
+
+
+def ddp_parity(
+    rank: int, world: int, bucket_cap_mb: float, find_unused: bool, no_sync: bool
+) -> dict[str, Any]:
+    """DDP on openreg equals one process training on the full batch (on the CPU)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dev = _dev(rank)
+    ref = _mlp(find_unused)
+    model = DDP(copy.deepcopy(ref).to(dev), bucket_cap_mb=bucket_cap_mb, find_unused_parameters=find_unused)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    per = 4
+    batches = _batches(world, 4)
+    with openreg_lab.trace() as t:
+        for i in range(0, len(batches), 2 if no_sync else 1):
+            group = batches[i : i + 2] if no_sync else batches[i : i + 1]
+            opt.zero_grad()
+            ref_opt.zero_grad()
+            for j, (x, y) in enumerate(group):
+                xs, ys = x[rank * per : (rank + 1) * per].to(dev), y[rank * per : (rank + 1) * per].to(dev)
+                if no_sync and j == 0:
+                    with model.no_sync():
+                        F.mse_loss(model(xs), ys).backward()
+                else:
+                    F.mse_loss(model(xs), ys).backward()
+                F.mse_loss(ref(x), y).backward()
+            opt.step()
+            ref_opt.step()
+    for (name, p), q in zip(model.module.named_parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-5, atol=1e-6, msg=name)
+    coll = t.collectives()
+    events = t.events
+    # DDP's hooks issue the bucket all-reduces from the autograd engine's thread, during backward
+    autograd_threads = set(events.loc[events["kind"] == "backward", "thread"])
+    in_backward = coll["thread"].isin(autograd_threads) & (coll["issued_by"] == "c10d::allreduce_")
+    allreduces = coll[coll["name"] == "allreduce"]
+    return {
+        "allreduces": len(allreduces),
+        "in_backward": int(in_backward[coll["name"] == "allreduce"].sum()),
+        "bytes": int(allreduces["bytes"].sum()),
+        "completed": bool((allreduces["dur_ns"] > 0).all()),
+        "params_bytes": sum(p.numel() * 4 for p in model.module.parameters() if p.requires_grad),
+    }
+
+
+def fsdp_parity(rank: int, world: int) -> dict[str, int]:
+    """FSDP2 (``fully_shard``) on openreg equals one process on the full batch."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    dev = _dev(rank)
+    torch.openreg.set_device(dev)
+    ref = _mlp()
+    model = copy.deepcopy(ref).to(dev)
+    mesh = init_device_mesh("openreg", (world,))
+    fully_shard(model.a, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    per = 4
+    with openreg_lab.trace() as t:
+        for x, y in _batches(world, 3):
+            opt.zero_grad()
+            ref_opt.zero_grad()
+            xs, ys = x[rank * per : (rank + 1) * per].to(dev), y[rank * per : (rank + 1) * per].to(dev)
+            F.mse_loss(model(xs), ys).backward()
+            F.mse_loss(ref(x), y).backward()
+            opt.step()
+            ref_opt.step()
+    for (name, p), q in zip(model.named_parameters(), ref.parameters(), strict=True):
+        full = p.full_tensor().detach().cpu()
+        torch.testing.assert_close(full, q.detach(), rtol=1e-5, atol=1e-6, msg=name)
+    names = t.collectives()["name"].value_counts().to_dict()
+    return {k: int(v) for k, v in names.items()}
+
+
+def dtensor_op(rank: int, world: int) -> list[float]:
+    """A DTensor matmul sharded over the ranks' openreg devices equals the CPU result."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    torch.openreg.set_device(_dev(rank))
+    mesh = init_device_mesh("openreg", (world,))
+    torch.manual_seed(3)
+    a, b = torch.randn(4 * world, 6), torch.randn(6, 5)
+    da = distribute_tensor(a, mesh, [Shard(0)])
+    db = distribute_tensor(b, mesh, [Replicate()])
+    out = (da @ db).full_tensor()
+    assert out.device.type == "openreg"
+    torch.testing.assert_close(out.cpu(), a @ b, rtol=1e-5, atol=1e-5)
+    total = da.sum().full_tensor()
+    torch.testing.assert_close(total.cpu(), a.sum(), rtol=1e-5, atol=1e-4)
+    return [float(total)]
+
+
+def traced_collectives(rank: int, world: int, path: str) -> dict[str, Any]:
+    """Collective events: name, bytes, dtype, rank, peer, group size, parent, wait; saved per rank."""
+    dev = _dev(rank)
+    with openreg_lab.trace() as t:
+        x = torch.ones(256, device=dev)
+        dist.all_reduce(x)
+        y = torch.ones(16, dtype=torch.bfloat16, device=dev)
+        dist.broadcast(y, src=0)
+        if rank == 0:
+            dist.send(torch.ones(8, dtype=torch.int64, device=dev), 1)
+        elif rank == 1:
+            dist.recv(torch.empty(8, dtype=torch.int64, device=dev), 0)
+        w = dist.all_reduce(torch.ones(4, device=dev), async_op=True)
+        w.wait()
+    t.save(os.path.join(path, f"r{rank}.trace"))
+    c = t.collectives()
+    return {
+        "rows": c[
+            ["name", "group", "seq", "rank", "peer", "group_size", "bytes", "dtype", "device"]
+        ].values.tolist(),
+        "issued_by": c["issued_by"].tolist(),
+        "waited": (c["wait_ns"] > 0).tolist(),
+        "completed": bool((c["dur_ns"] > 0).all()),
+        "kinds": t.events["kind"].value_counts().to_dict(),
+    }
