@@ -18,7 +18,7 @@ from torch._inductor.utils import run_and_get_code
 
 import openreg_lab
 from openreg_lab import theme
-from openreg_lab.views import tables
+from openreg_lab.recording import lookup
 from openreg_lab.views.comparison import compare_table
 from openreg_lab.views.details import details_html
 from openreg_lab.views.lod import COLOR_KEYS, PALETTE, Pyramid
@@ -121,7 +121,7 @@ def test_views_draw_compiled_code_in_its_own_colour_and_list_the_fused_ops(compi
         fn(*args)
     ev = t.events
     kernel = int(ev[ev.name == "cpp_fused_mul_relu_0"].id.iloc[0])
-    html = details_html(tables.details(ev, kernel))
+    html = details_html(lookup.details(ev, kernel))
     assert "<b>fused ops</b>" in html and ">aten::mul.Tensor</span>" in html and ">aten::relu</span>" in html
     assert theme.COMPILED_COLOR in html
     pyramid = Pyramid(ev)

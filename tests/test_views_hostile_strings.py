@@ -10,7 +10,8 @@ from html.parser import HTMLParser
 import pytest
 from hostile_data import PAYLOAD, hostile_trace
 
-from openreg_lab.views import charts, static, tables
+from openreg_lab.recording import breakdown, flow
+from openreg_lab.views import charts, static
 from openreg_lab.views._embed import plotly_text, script_json
 from openreg_lab.views.coverage_view import families, treemap_nodes
 from openreg_lab.views.lod import Pyramid
@@ -123,8 +124,8 @@ def test_the_dashboards_text_html_has_no_markup_from_strings():
 def test_the_charts_escape_every_string():
     events = hostile_trace().events
     figs = [
-        charts.fallbacks(tables.fallback_costs(events)),
-        charts.dispatch_flow(tables.dispatch_flows(events)),
+        charts.fallbacks(breakdown.fallback_costs(events)),
+        charts.dispatch_flow(flow.dispatch_flows(events)),
         charts.copies_and_casts(events),
         charts.memory(events, Pyramid(events)),
     ]
