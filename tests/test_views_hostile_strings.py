@@ -153,3 +153,18 @@ def test_the_coverage_treemap_escapes_op_names():
     for col in ("label", "hover"):
         assert not any("<script" in s for s in nodes[col]), col
     assert plotly_text(PAYLOAD) in nodes["label"].tolist()
+
+
+def test_a_hostile_profile_file_name_stays_text_in_the_coverage_view(tmp_path):
+    import openreg_lab
+    from openreg_lab.views import CoverageView
+
+    path = tmp_path / "<img src=x onerror=alert(1)>.yaml"
+    path.write_text("- aten::add.Tensor\n")
+    view = CoverageView(profile=str(path), versus="default")
+    for page in (view._repr_mimebundle_()["text/html"], view.summary.value, view.lacks_html.value):
+        assert _tags(page).handlers == [] and "img" not in _tags(page).tags
+    assert "&lt;img src=x onerror=alert(1)&gt;.yaml" in view.summary.value
+    with openreg_lab.trace() as t, openreg_lab.use_profile(str(path)):
+        pass
+    assert "profile: <img src=x onerror=alert(1)>.yaml" in t.events["name"].tolist()  # a mark, as data
