@@ -11,6 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 SCRIPT = """
@@ -97,3 +99,54 @@ def test_fork_while_another_thread_holds_the_recorders_locks_gives_a_working_chi
         "buffer and recording: child exit 0, parent 2 adds 0 marks",
         "python strings: child exit 0, parent 2 adds 0 marks",
     ], done.stderr
+
+
+ISSUE_SCENARIO = """
+import os, signal, threading, time, warnings
+import torch, openreg_lab
+
+warnings.simplefilter("ignore")  # each child's inherited trace warns; counted below instead
+stop = threading.Event()
+def ops():
+    x = torch.ones(64, device="openreg")
+    while not stop.is_set():
+        (x + 1).cumsum(0)  # native ops and a fallback: buffer appends all the time
+worker = threading.Thread(target=ops)
+worker.start()
+ok = hung = 0
+for i in range(40):
+    with openreg_lab.trace(stack=True) as t:
+        time.sleep(0.002)
+        pid = os.fork()
+        if pid == 0:
+            t.__exit__(None, None, None)  # the inherited trace, then one of the child's own
+            with openreg_lab.trace() as mine:
+                torch.ones(2, device="openreg") + 1
+            os._exit(0 if len(t) == 0 and len(mine) > 0 else 3)
+    deadline = time.monotonic() + 20
+    while True:
+        got, status = os.waitpid(pid, os.WNOHANG)
+        if got:
+            ok += os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            hung += 1
+            break
+        time.sleep(0.005)
+stop.set()
+worker.join()
+print(ok, hung)
+"""
+
+
+@pytest.mark.slow
+def test_the_issues_scenario_forty_times():
+    """The issue's report, as it was met: a thread runs openreg ops while the main thread forks
+    inside a trace (2 children in about 70 spun for ever in open_session)."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(ISSUE_SCENARIO)],
+        cwd=ROOT, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout.split()) == (0, ["40", "0"]), done.stderr
