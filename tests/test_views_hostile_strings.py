@@ -168,3 +168,14 @@ def test_a_hostile_profile_file_name_stays_text_in_the_coverage_view(tmp_path):
     with openreg_lab.trace() as t, openreg_lab.use_profile(str(path)):
         pass
     assert "profile: <img src=x onerror=alert(1)>.yaml" in t.events["name"].tolist()  # a mark, as data
+
+
+def test_to_html_shows_any_title_and_run_info_as_text(tmp_path):
+    from hostile_data import small_trace
+
+    path = tmp_path / "r.html"
+    small_trace().to_html(path, title=42, run_info={1: ["<b>x</b>"]})
+    page = path.read_text()
+    assert "<title>42</title>" in page and "&lt;b&gt;x&lt;/b&gt;" in page
+    with pytest.raises(TypeError, match=r"to_html\(run_info=...\) takes a mapping.*got str"):
+        small_trace().to_html(path, run_info="command: x")
