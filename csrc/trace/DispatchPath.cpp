@@ -48,6 +48,8 @@ class FallbackFallthroughs {
     return i < kNumKeys && keys_[i];
   }
 
+  FallbackFallthroughs* parent = nullptr;  // abandoned at a fork (see below)
+
   // False if another thread held the lock (for the fork handler).
   bool unlocked() {
     if (!mutex_.try_lock()) {
@@ -99,7 +101,9 @@ FallbackFallthroughs* g_fallthroughs = [] {
 // was reading the fallthroughs when it forked, the child reads them again.
 void fresh_fallthroughs_in_child() {
   if (!g_fallthroughs->unlocked()) {
-    g_fallthroughs = new FallbackFallthroughs();  // the old one is leaked
+    auto* fresh = new FallbackFallthroughs();
+    fresh->parent = g_fallthroughs;  // kept reachable, not freed
+    g_fallthroughs = fresh;
   }
 }
 

@@ -25,6 +25,7 @@ struct SharedTables {
   std::mutex mutex;
   std::unordered_map<c10::OperatorName, Entry> tables;
   std::vector<std::unique_ptr<OperatorTable>> replaced;
+  SharedTables* parent = nullptr;  // abandoned at a fork: kept reachable, not freed
 };
 
 void fresh_tables_in_child();
@@ -43,7 +44,9 @@ void fresh_tables_in_child() {
   if (g_shared->mutex.try_lock()) {
     g_shared->mutex.unlock();
   } else {
-    g_shared = new SharedTables();
+    auto* fresh = new SharedTables();
+    fresh->parent = g_shared;
+    g_shared = fresh;
   }
 }
 

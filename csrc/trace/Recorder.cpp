@@ -54,6 +54,8 @@ struct Recording {
   // Sessions with a smaller id were open in the parent when this process
   // forked (Note [The recorder across fork]).
   uint64_t first_own_session = 1;
+  // The parent's recording, abandoned at the fork: kept reachable, not freed.
+  Recording* parent = nullptr;
   void (*on_start)() = nullptr;
   void (*on_stop)() = nullptr;
 };
@@ -109,6 +111,7 @@ void start_afresh_in_child() {
   fresh->observer_on = old->observer_on;
   fresh->on_start = old->on_start;
   fresh->on_stop = old->on_stop;
+  fresh->parent = old;
   g_enabled.store(false);
   g_kernel_events.store(false);
   tls_buffer = nullptr;
