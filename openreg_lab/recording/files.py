@@ -260,6 +260,8 @@ def _shapes_problem(shapes: np.ndarray, pool: np.ndarray) -> str | None:
     count = pool[offsets].astype(np.int64)
     if (count < 0).any():
         return "the shapes pool is truncated (a negative argument count)"
+    if (count > (len(pool) - offsets - 1) // 2).any():  # each argument takes 2 entries at least
+        return "the shapes pool is truncated (more arguments than it holds)"
     pos = offsets + 1
     for k in range(int(count.max())):
         live = count > k
