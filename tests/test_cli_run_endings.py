@@ -5,6 +5,7 @@ in-process through ``cli.main``, as tests/test_cli_commands.py does."""
 from __future__ import annotations
 
 import textwrap
+import zipfile
 
 import pytest
 from cli_helpers import openreg_lab as run_openreg_lab
@@ -84,6 +85,7 @@ def test_outputs_stay_where_run_started_when_the_script_changes_directory(tmp_pa
         (["--capacity", str(2**70), "x.py"], "expected at most 2**63 - 1 events"),
         (["-m", "pkg_without_main"], "-m pkg_without_main: is a package without a __main__ module"),
         (["--trace", "x.py", "x.py"], "the same file as the script; give each output its own path"),
+        (["app.zip"], "app.zip is a zip file without __main__.py"),
         (["--html", "o", "--chrome", "./o", "x.py"], "--html {tmp}/o: the same file as --chrome"),
     ],
 )
@@ -91,6 +93,8 @@ def test_bad_run_arguments_are_one_line_and_exit_2(tmp_path, capsys, monkeypatch
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     (tmp_path / "x.py").write_text("raise SystemExit('must not run')\n")
+    with zipfile.ZipFile(tmp_path / "app.zip", "w") as z:
+        z.writestr("mod.py", "raise SystemExit('must not run')\n")
     (tmp_path / "pkg_without_main").mkdir()
     (tmp_path / "pkg_without_main" / "__init__.py").write_text("raise SystemExit('must not run')\n")
     code, out, err = _run(capsys, *argv)

@@ -140,6 +140,11 @@ CASES: list[tuple[str, Damage, str]] = [
         r"the shapes pool is truncated",
     ),
     (
+        "shapes-count-huge",
+        lambda a, h: a["pool"].__setitem__(int(a["f_shapes"][a["f_shapes"] >= 0][0]), 10**15),
+        r"the shapes pool is truncated \(more arguments than it holds\)",
+    ),
+    (
         "shapes-2d",
         lambda a, h: a.__setitem__("pool", a["pool"].reshape(1, -1)),
         r"its shapes pool holds int64 of 2 dimensions, not integers",

@@ -154,3 +154,29 @@ def test_the_coverage_treemap_escapes_op_names():
     for col in ("label", "hover"):
         assert not any("<script" in s for s in nodes[col]), col
     assert plotly_text(PAYLOAD) in nodes["label"].tolist()
+
+
+def test_a_hostile_profile_file_name_stays_text_in_the_coverage_view(tmp_path):
+    import openreg_lab
+    from openreg_lab.views import CoverageView
+
+    path = tmp_path / "<img src=x onerror=alert(1)>.yaml"
+    path.write_text("- aten::add.Tensor\n")
+    view = CoverageView(profile=str(path), versus="default")
+    for page in (view._repr_mimebundle_()["text/html"], view.summary.value, view.lacks_html.value):
+        assert _tags(page).handlers == [] and "img" not in _tags(page).tags
+    assert "&lt;img src=x onerror=alert(1)&gt;.yaml" in view.summary.value
+    with openreg_lab.trace() as t, openreg_lab.use_profile(str(path)):
+        pass
+    assert "profile: <img src=x onerror=alert(1)>.yaml" in t.events["name"].tolist()  # a mark, as data
+
+
+def test_to_html_shows_any_title_and_run_info_as_text(tmp_path):
+    from hostile_data import small_trace
+
+    path = tmp_path / "r.html"
+    small_trace().to_html(path, title=42, run_info={1: ["<b>x</b>"]})
+    page = path.read_text()
+    assert "<title>42</title>" in page and "&lt;b&gt;x&lt;/b&gt;" in page
+    with pytest.raises(TypeError, match=r"to_html\(run_info=...\) takes a mapping.*got str"):
+        small_trace().to_html(path, run_info="command: x")

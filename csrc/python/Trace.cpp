@@ -115,6 +115,7 @@ py::dict close(uint64_t id) {
   out["threads"] = threads;
   out["dropped"] = r.dropped;
   out["capacity"] = r.capacity;
+  out["inherited"] = r.inherited;
   return out;
 }
 
@@ -163,6 +164,16 @@ void bind_trace(py::module_& m) {
   m.def("_trace_bench_no_op_observer", &trace::set_no_op_observer, py::arg("off"));
   m.def("_trace_op_observer_installed", &trace::op_observer_installed);
   m.def("_trace_event_size", [] { return sizeof(trace::Event); });
+  // For tests of Note [The recorder across fork] (tests/test_trace_fork.py).
+  m.def(
+      "_trace_test_hold_locks",
+      [](bool recording_mutex, int64_t timeout_ms) {
+        py::gil_scoped_release no_gil;
+        return trace::hold_locks_for_test(recording_mutex, timeout_ms);
+      },
+      py::arg("recording_mutex"), py::arg("timeout_ms"));
+  m.def("_trace_test_holding", &trace::test_holding);
+  m.def("_trace_test_release", &trace::release_test_hold);
   // For benchmarks/bench_trace.py: records `n` alloc events through the same
   // hook the allocator uses (with no allocation), returns the nanoseconds taken.
   m.def(

@@ -7,6 +7,8 @@
 #include <c10/core/DispatchKeySet.h>
 #include <torch/csrc/jit/frontend/function_schema_parser.h>
 
+#include <pthread.h>
+
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -46,6 +48,17 @@ class FallbackFallthroughs {
     return i < kNumKeys && keys_[i];
   }
 
+  FallbackFallthroughs* parent = nullptr;  // abandoned at a fork (see below)
+
+  // False if another thread held the lock (for the fork handler).
+  bool unlocked() {
+    if (!mutex_.try_lock()) {
+      return false;
+    }
+    mutex_.unlock();
+    return true;
+  }
+
  private:
   void read(uint64_t epoch) {
     keys_.assign(kNumKeys, false);
@@ -77,9 +90,25 @@ class FallbackFallthroughs {
   uint64_t epoch_ = 0;
 };
 
+void fresh_fallthroughs_in_child();
+
+FallbackFallthroughs* g_fallthroughs = [] {
+  pthread_atfork(nullptr, nullptr, &fresh_fallthroughs_in_child);
+  return new FallbackFallthroughs();
+}();
+
+// Note [The recorder across fork] (Recorder.cpp): if a thread of the parent
+// was reading the fallthroughs when it forked, the child reads them again.
+void fresh_fallthroughs_in_child() {
+  if (!g_fallthroughs->unlocked()) {
+    auto* fresh = new FallbackFallthroughs();
+    fresh->parent = g_fallthroughs;  // kept reachable, not freed
+    g_fallthroughs = fresh;
+  }
+}
+
 FallbackFallthroughs& fallback_fallthroughs() {
-  static auto* f = new FallbackFallthroughs();
-  return *f;
+  return *g_fallthroughs;
 }
 
 const char* kind_name(int kind) {

@@ -1,5 +1,7 @@
 #include "trace/EventStore.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <mutex>
 
@@ -13,10 +15,32 @@ struct Pool {
   std::vector<std::unique_ptr<Event[]>> chunks;
 };
 
+Pool& pool();
+
+// Note [The recorder across fork] (Recorder.cpp): fork() happens between two
+// pool operations; a holder of the mutex waits for nothing else.
+void lock_for_fork() {
+  pool().mutex.lock();
+}
+
+void unlock_after_fork() {
+  pool().mutex.unlock();
+}
+
 Pool& pool() {
-  static auto* p = new Pool();  // leaked: threads may return chunks until exit
+  static auto* p = [] {
+    auto* created = new Pool();  // leaked: threads may return chunks until exit
+    pthread_atfork(&lock_for_fork, &unlock_after_fork, &unlock_after_fork);
+    return created;
+  }();
   return *p;
 }
+
+// Registered when the extension loads, before the allocator's handlers (made
+// with its first allocation): prepare handlers run in the reverse order, so
+// this lock is taken after the allocator's, whose holders may wait for it
+// (an alloc event appended under the allocator's mutex).
+[[maybe_unused]] const bool kForkHandlers = (pool(), true);
 
 }  // namespace
 

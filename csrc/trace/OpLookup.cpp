@@ -4,6 +4,8 @@
 
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include <pthread.h>
+
 #include <memory>
 #include <mutex>
 #include <string>
@@ -15,17 +17,46 @@ namespace {
 // The dispatch tables read so far, shared by all threads; a table is replaced
 // when stale (Note [Stale dispatch tables]). Replaced tables are kept, as
 // other threads may still hold them: they are few and small.
-const OperatorTable* shared_table(const c10::OperatorName& name, uint64_t epoch) {
+struct SharedTables {
   struct Entry {
     std::unique_ptr<OperatorTable> table;
     uint64_t epoch = 0;
   };
-  static std::mutex mutex;
-  static auto* tables = new std::unordered_map<c10::OperatorName, Entry>();
-  static auto* replaced = new std::vector<std::unique_ptr<OperatorTable>>();
-  std::lock_guard<std::mutex> lock(mutex);
+  std::mutex mutex;
+  std::unordered_map<c10::OperatorName, Entry> tables;
+  std::vector<std::unique_ptr<OperatorTable>> replaced;
+  SharedTables* parent = nullptr;  // abandoned at a fork: kept reachable, not freed
+};
+
+void fresh_tables_in_child();
+
+// Leaked: per-thread caches keep pointers to the tables.
+SharedTables* g_shared = [] {
+  pthread_atfork(nullptr, nullptr, &fresh_tables_in_child);
+  return new SharedTables();
+}();
+
+// Note [The recorder across fork] (Recorder.cpp): a thread of the parent may
+// have held the mutex (reading a table from the dispatcher) when it forked.
+// The tables are a cache, so the child then starts a new one; the old one is
+// leaked, as pointers into it may be cached.
+void fresh_tables_in_child() {
+  if (g_shared->mutex.try_lock()) {
+    g_shared->mutex.unlock();
+  } else {
+    auto* fresh = new SharedTables();
+    fresh->parent = g_shared;
+    g_shared = fresh;
+  }
+}
+
+const OperatorTable* shared_table(const c10::OperatorName& name, uint64_t epoch) {
+  SharedTables& shared = *g_shared;
+  std::lock_guard<std::mutex> lock(shared.mutex);
+  auto* tables = &shared.tables;
+  auto* replaced = &shared.replaced;
   auto [it, inserted] = tables->try_emplace(name);
-  Entry& e = it->second;
+  SharedTables::Entry& e = it->second;
   if (inserted || e.epoch != epoch || (e.table && e.table->stale())) {
     if (e.table) {
       replaced->push_back(std::move(e.table));

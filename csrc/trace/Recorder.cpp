@@ -2,11 +2,14 @@
 
 #include <c10/util/Exception.h>
 
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
+#include <thread>
 
 namespace openreg::trace {
 
@@ -48,13 +51,71 @@ struct Recording {
   std::vector<std::unique_ptr<ThreadBuffer>> owned;
   std::map<uint64_t, Session> sessions;
   uint64_t next_session = 1;
+  // Sessions with a smaller id were open in the parent when this process
+  // forked (Note [The recorder across fork]).
+  uint64_t first_own_session = 1;
+  // The parent's recording, abandoned at the fork: kept reachable, not freed.
+  Recording* parent = nullptr;
   void (*on_start)() = nullptr;
   void (*on_stop)() = nullptr;
 };
 
+thread_local ThreadBuffer* tls_buffer = nullptr;  // see Recording::owned
+
+void start_afresh_in_child();
+
+// Leaked, as every Recording: threads may write until exit, and a forked
+// child abandons its parent's (Note [The recorder across fork]).
+std::atomic<Recording*> g_recording{nullptr};
+
 Recording& recording() {
-  static auto* r = new Recording();  // leaked: threads may write until exit
-  return *r;
+  static Recording* first = [] {
+    auto* r = new Recording();
+    g_recording.store(r);
+    pthread_atfork(nullptr, nullptr, &start_afresh_in_child);
+    return r;
+  }();
+  (void)first;
+  return *g_recording.load(std::memory_order_acquire);
+}
+
+// Note [The recorder across fork]
+// fork() copies only the calling thread. Another thread may have held its
+// buffer's SpinLock or the recording's mutex at that moment (appending an
+// event, opening or closing a session): in the child nobody would ever
+// release them, and the child's next trace spun or blocked for ever. Taking
+// those locks in a prepare handler, as the allocator does (Note [Fork
+// safety]), could deadlock: the forking thread holds the GIL, and a writer
+// holding its buffer's lock may be waiting for the GIL (python_source, for
+// stack=True). So the child starts afresh instead: a new Recording (new
+// locks, no buffers, no sessions), the parent's left untouched and leaked,
+// since a thread may have been changing it. What the child sees:
+// * the recording belongs to the parent, which keeps every event; the child
+//   records nothing until it opens a trace of its own, which works as usual;
+// * a trace that was open at the fork is closed in the child like any other,
+//   and holds no events (SessionResult::inherited; Python warns);
+// * the op observer's callback stays installed (RecordFunction's registry is
+//   the parent's copy) and is removed as usual when no session wants it.
+// The interned strings are kept (Python caches them by id), and their table
+// and the event chunk pool are locked around fork() instead: nothing waits
+// for anything while holding those, and their handlers, registered when the
+// extension loads, take them after the allocator's mutexes (Intern.cpp).
+// Caches of dispatch tables (OpLookup.cpp, DispatchPath.cpp) start anew in
+// the child if a thread held their lock at the fork.
+void start_afresh_in_child() {
+  Recording* old = g_recording.load(std::memory_order_relaxed);
+  auto* fresh = new Recording();
+  fresh->generation = old->generation.load(std::memory_order_relaxed) + 1;
+  fresh->next_session = old->next_session;
+  fresh->first_own_session = old->next_session;
+  fresh->observer_on = old->observer_on;
+  fresh->on_start = old->on_start;
+  fresh->on_stop = old->on_stop;
+  fresh->parent = old;
+  g_enabled.store(false);
+  g_kernel_events.store(false);
+  tls_buffer = nullptr;
+  g_recording.store(fresh, std::memory_order_release);
 }
 
 }  // namespace
@@ -64,8 +125,6 @@ uint64_t events_so_far() noexcept {
 }
 
 namespace {
-
-thread_local ThreadBuffer* tls_buffer = nullptr;  // see Recording::owned
 
 ThreadBuffer* register_thread(Recording& r, uint64_t generation) {
   std::lock_guard<std::mutex> lock(r.mutex);
@@ -236,6 +295,10 @@ SessionResult close_session(uint64_t id) {
   {
     std::lock_guard<std::mutex> lock(r.mutex);
     auto it = r.sessions.find(id);
+    if (it == r.sessions.end() && id > 0 && id < r.first_own_session) {
+      out.inherited = true;  // Note [The recorder across fork]
+      return out;
+    }
     TORCH_CHECK(it != r.sessions.end(), "trace session ", id, " is not open");
     const Session& s = it->second;
     out.capacity = s.capacity;
@@ -276,6 +339,39 @@ SessionResult close_session(uint64_t id) {
   }
   sync_observer(r);
   return out;
+}
+
+namespace {
+std::atomic<bool> g_test_holding{false};
+std::atomic<bool> g_test_release{false};
+}  // namespace
+
+bool hold_locks_for_test(bool recording_mutex, int64_t timeout_ms) {
+  Recording& r = recording();
+  Writer w;
+  if (!w) {
+    return false;
+  }
+  std::unique_lock<std::mutex> lock(r.mutex, std::defer_lock);
+  if (recording_mutex) {
+    lock.lock();
+  }
+  g_test_release = false;
+  g_test_holding = true;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!g_test_release.load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  g_test_holding = false;
+  return true;
+}
+
+bool test_holding() noexcept {
+  return g_test_holding.load();
+}
+
+void release_test_hold() noexcept {
+  g_test_release = true;
 }
 
 }  // namespace openreg::trace

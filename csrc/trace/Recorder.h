@@ -121,6 +121,9 @@ struct SessionResult {
   uint64_t dropped = 0;  // by the recording while the session was open
   uint64_t capacity = 0;
   Options options;
+  // The session was open when this process forked from its parent, which
+  // keeps its events (Note [The recorder across fork] in Recorder.cpp).
+  bool inherited = false;
 };
 
 // Note [A session costs its window]
@@ -140,5 +143,13 @@ uint64_t events_so_far() noexcept;
 // RecordFunction: the first session that does not ask for kernel_ops opens,
 // or the last one closes (OpObserver.cpp adds and removes its callback here).
 void set_lifecycle_hooks(void (*on_start)(), void (*on_stop)());
+
+// For tests of Note [The recorder across fork]: the calling thread takes its
+// buffer's lock (a recording must be on) and, if `recording_mutex`, the
+// recording's mutex, and holds them until release_test_hold() or the
+// timeout; test_holding() is true meanwhile. False if no recording is on.
+bool hold_locks_for_test(bool recording_mutex, int64_t timeout_ms);
+bool test_holding() noexcept;
+void release_test_hold() noexcept;
 
 }  // namespace openreg::trace

@@ -22,6 +22,7 @@ import threading
 import time
 import traceback
 import warnings
+import zipfile
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from typing import Any
@@ -213,6 +214,10 @@ def _check(ns: argparse.Namespace) -> None:
         and not os.path.exists(os.path.join(ns.script, "__main__.py"))
     ):
         raise UsageError(f"{ns.script} is a directory without __main__.py")
+    if ns.script is not None and os.path.isfile(ns.script) and zipfile.is_zipfile(ns.script):
+        with contextlib.suppress(OSError, zipfile.BadZipFile), zipfile.ZipFile(ns.script) as z:
+            if "__main__.py" not in z.namelist():
+                raise UsageError(f"{ns.script} is a zip file without __main__.py")
     if ns.module is not None:
         try:
             spec = importlib.util.find_spec(ns.module)

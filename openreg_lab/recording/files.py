@@ -247,7 +247,12 @@ def _damage(header: dict[str, Any], fields: dict[str, np.ndarray], pool: np.ndar
             "comes before its children, and no event is its own ancestor)"
         )
     threads = {int(k) for k in header["threads"]}
-    unknown_threads = set(np.unique(fields["thread"]).tolist()) - threads
+    thread = fields["thread"]
+    if int(thread.min()) >= 0 and int(thread.max()) < 1 << 20:  # as recorded: counted, not sorted
+        present = set(np.flatnonzero(np.bincount(thread)).tolist())
+    else:
+        present = set(np.unique(thread).tolist())
+    unknown_threads = present - threads
     if unknown_threads:
         return f"its thread column names threads its header's threads lacks: {sorted(unknown_threads)[:5]}"
     for col, lo in (("start_ns", 0), ("dur_ns", -1), ("bytes", 0)):
@@ -260,7 +265,7 @@ def _shapes_problem(shapes: np.ndarray, pool: np.ndarray) -> str | None:
     """Every op's shapes record (count, then per argument dtype, ndim, sizes) lies inside the pool."""
     if (shapes < -1).any():
         return "a shapes offset points past the shapes pool (shapes column)"
-    offsets = np.unique(shapes[shapes >= 0]).astype(np.int64)
+    offsets = shapes[shapes >= 0].astype(np.int64)
     if not len(offsets):
         return None
     if int(offsets.max()) >= len(pool):
@@ -268,6 +273,8 @@ def _shapes_problem(shapes: np.ndarray, pool: np.ndarray) -> str | None:
     count = pool[offsets].astype(np.int64)
     if (count < 0).any():
         return "the shapes pool is truncated (a negative argument count)"
+    if (count > (len(pool) - offsets - 1) // 2).any():  # each argument takes 2 entries at least
+        return "the shapes pool is truncated (more arguments than it holds)"
     pos = offsets + 1
     for k in range(int(count.max())):
         live = count > k

@@ -538,9 +538,16 @@ class Trace:
     ) -> None:
         """Write a self-contained HTML report of this trace to ``path`` (works offline, no server).
 
-        ``run_info`` adds rows to the report's header (e.g. the command line that was traced).
+        ``run_info`` adds rows to the report's header (e.g. the command line that was traced): a
+        mapping, whose keys and values are shown as text (``str()`` of each), as is ``title``.
         """
-        _require_renderer().write_html(self, os.fspath(path), title, run_info)
+        if run_info is not None and not isinstance(run_info, Mapping):
+            raise TypeError(
+                f"to_html(run_info=...) takes a mapping of names to values, e.g. {{'command': 'train.py'}}; "
+                f"got {type(run_info).__name__}"
+            )
+        info = None if run_info is None else {str(k): str(v) for k, v in run_info.items()}
+        _require_renderer().write_html(self, os.fspath(path), None if title is None else str(title), info)
 
 
 def _to_frame(c: Columns, t0: int) -> pd.DataFrame:

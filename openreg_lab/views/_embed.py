@@ -35,7 +35,8 @@ def script_json(value: Any) -> str:
 
 def plotly_text(s: object) -> str:
     """``s`` as plotly text that displays as itself (Note [Strings reaching a page])."""
-    return html.escape(str(s), quote=True)
+    # Numeric entities for quotes: plotly.js decodes those, but shows "&quot;" as it is.
+    return html.escape(str(s), quote=False).replace('"', "&#34;").replace("'", "&#39;")
 
 
 def plain_text(s: str) -> str:

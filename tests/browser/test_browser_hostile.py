@@ -52,6 +52,12 @@ def test_a_report_of_hostile_strings_runs_none_of_them(page: Any, tmp_path: Path
     ticks = page.evaluate("[...document.querySelectorAll('#chart0 .ytick text')].map(t => t.textContent)")
     assert any(t.startswith("aten::cumsum.out</script><script>alert(1)") for t in ticks), ticks
     assert page.locator("img, svg[onload]").count() == 0
+    # A hover label (the memory chart's first point, allocated by a hostile op) shows the text too.
+    page.evaluate("Plotly.Fx.hover('chart3', [{curveNumber: 0, pointNumber: 0}])")
+    hover = page.evaluate(
+        "[...document.querySelectorAll('#chart3 .hoverlayer text')].map(t => t.textContent)"
+    )
+    assert any(t.endswith("aten::empty.memory_format" + PAYLOAD) for t in hover), hover
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "report-hostile.png"), full_page=False)
     assert page.problems == []
