@@ -79,8 +79,8 @@ def report_html(
         "rows": rows_of(pyramid),
         "palette": PALETTE,
         "color_names": COLOR_NAMES,
-        "memory_color": "#264653",
-        "mark_color": "#d62828",
+        "memory_color": theme.MEMORY_COLOR,
+        "mark_color": theme.MARK_COLOR,
         "marks": marks_of(pyramid),
         "steps": steps_of(events),
         "step_color": theme.STEP_BAND_COLOR,
@@ -127,13 +127,14 @@ def report_html(
     )
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>body{{font:13px system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:18px;color:#222}}
+<style>body{{font:13px system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:18px;
+color:{theme.TEXT_COLOR}}}
 h1{{font-size:20px}} h2{{font-size:15px;margin-top:22px}} section{{margin-bottom:12px}}</style>
 <script>{plotly_js}</script></head>
 <body><h1>{html.escape(title)}</h1>
 <section id="verdict">{static.header_html(events, verdict)}</section>
 <section><h2>Timeline</h2><div id="timeline" style="width:100%"></div>
-<div style="color:#555">{html.escape(detail_note)}</div></section>
+<div style="color:{theme.MUTED_TEXT_COLOR}">{html.escape(detail_note)}</div></section>
 <section><h2>Ops</h2>{static.table_html(ops, static.OP_COLUMNS, max_rows=200)}</section>
 {"".join(chart_html)}
 <section><h2>Autocast casts</h2>{casts}</section>
