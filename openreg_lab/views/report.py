@@ -27,6 +27,8 @@ from openreg_lab.recording.verdict import Verdict
 from openreg_lab.recording.verdict import verdict as verdict_of
 from openreg_lab.views import charts, static
 from openreg_lab.views.lod import Pyramid
+from openreg_lab.views.op_explorer import JS as EXPLORER_JS
+from openreg_lab.views.op_explorer import explorer_data
 from openreg_lab.views.timeline import COLOR_NAMES, PALETTE, marks_of, payload, rows_of, steps_of
 
 #: The report keeps pyramid levels of the timeline while their items stay under this many in all.
@@ -93,8 +95,10 @@ def report_html(
         "highlight": "",
     }
     js = Path(__file__).with_name("timeline.js").read_text()
+    explorer_js = EXPLORER_JS.read_text()
     plotly_js = plotly.offline.get_plotlyjs()
     ops = analysis.summary(events)
+    explorer = explorer_data(events, ops)
     cov = ""
     if coverage is not None:
         ran = coverage[coverage["hits"] > 0].sort_values("time_ns", ascending=False)
@@ -135,7 +139,8 @@ h1{{font-size:20px}} h2{{font-size:15px;margin-top:22px}} section{{margin-bottom
 <section id="verdict">{static.header_html(events, verdict)}</section>
 <section><h2>Timeline</h2><div id="timeline" style="width:100%"></div>
 <div style="color:{theme.MUTED_TEXT_COLOR}">{html.escape(detail_note)}</div></section>
-<section><h2>Ops</h2>{static.table_html(ops, static.OP_COLUMNS, max_rows=200)}</section>
+<section><h2>Ops</h2><div id="op-explorer">{static.table_html(ops, static.OP_COLUMNS, max_rows=200)}</div>
+</section>
 {"".join(chart_html)}
 <section><h2>Autocast casts</h2>{casts}</section>
 {cov}
@@ -143,11 +148,22 @@ h1{{font-size:20px}} h2{{font-size:15px;margin-top:22px}} section{{margin-bottom
 <table style="{static._TABLE}">{info_rows}</table></details>
 <script type="module">
 {_static_model_js()}
-const mod = await import(URL.createObjectURL(new Blob([{json.dumps(js)}], {{type: "text/javascript"}})));
-mod.default.render({{model: staticModel({json.dumps(model)}), el: document.getElementById("timeline")}});
+const load = (text) => import(URL.createObjectURL(new Blob([text], {{type: "text/javascript"}})));
+const timeline = staticModel({_script_json(model)});
+window.openregReport = {{timeline}};
+(await load({_script_json(js)})).default.render({{model: timeline, el: document.getElementById("timeline")}});
+(await load({_script_json(explorer_js)})).mountOpExplorer(
+  document.getElementById("op-explorer"), {_script_json(explorer)}, timeline);
 </script>
 </body></html>
 """
+
+
+def _script_json(value: Any) -> str:
+    """``value`` as JSON that is safe inside a ``<script>``: ``<``, ``>`` and ``&`` are escaped, so no
+    string of the trace (an op or mark name, a source line) can close the script element."""
+    text = json.dumps(value)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _timeline_levels(pyramid: Pyramid, events: pd.DataFrame) -> tuple[list[dict[str, Any]], int]:
