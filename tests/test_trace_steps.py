@@ -3,6 +3,8 @@ step, trace(steps=...) records only the chosen ones and says what it skipped (is
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -105,6 +107,14 @@ def test_trace_steps_from_zero_and_a_block_that_ends_early(setup):
     assert t.skipped == (
         "recorded step 0 of the 1 the block ran; the block ended during step 1, before the chosen steps "
         "did; not recorded: nothing"
+    )
+    with openreg_lab.trace(steps="1") as one:
+        _train(model, opt, x, 3)
+    assert one.steps()["step"].tolist() == [1]
+    assert re.fullmatch(
+        r"recorded step 1 of the 3 the block ran; not recorded: step 0 before \([\d.,]+ ms\), and step 2 "
+        r"after \([\d.,]+ ms\)",
+        one.skipped,
     )
     with pytest.warns(UserWarning, match=r"recorded nothing: the block ended after 1 steps, before step 4"):
         with openreg_lab.trace(steps="4:5") as t2:
