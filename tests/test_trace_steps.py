@@ -49,6 +49,18 @@ def test_optimizer_steps_end_steps_without_changes_to_the_script(setup):
     assert table["peak_bytes"].min() > 0
 
 
+def test_steps_are_instants_in_the_chrome_trace(setup, tmp_path):
+    import json
+
+    model, opt, x = setup
+    with openreg_lab.trace() as t:
+        _train(model, opt, x, 2)
+    t.export_chrome_trace(tmp_path / "s.json")
+    events = json.loads((tmp_path / "s.json").read_text())["traceEvents"]
+    ends = [e for e in events if e["name"].startswith("end of step")]
+    assert [(e["name"], e["ph"]) for e in ends] == [("end of step 0", "i"), ("end of step 1", "i")]
+
+
 def test_step_by_hand_and_work_after_the_last_step(setup):
     _, _, x = setup
     with openreg_lab.trace() as t:
