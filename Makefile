@@ -1,11 +1,15 @@
-# The two commands of the README. Both set everything up first (idempotent).
+# The commands of the README. Each sets everything up first (idempotent).
 PY := .venv/bin/python
 
-.PHONY: demo test setup lint test-asan
+.PHONY: demo lab test setup lint test-asan
 
 # Train the example LM on openreg, traced: prints the top fallbacks and writes report.html.
 demo: setup
 	$(PY) -m openreg_lab run --stack --html report.html -m openreg_lab.examples.train_lm --steps 8
+
+# JupyterLab on the tutorials (notebooks/), in the project's environment.
+lab: setup
+	$(PY) -m jupyter lab --ServerApp.root_dir=notebooks
 
 test: setup lint
 	$(PY) -m pytest

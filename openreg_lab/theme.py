@@ -26,6 +26,8 @@ CAST_COLOR = "#c77dff"
 MEMORY_COLOR = "#264653"
 MARK_COLOR = "#d62828"
 DISPATCH_KEY_COLOR = "#5c677d"  # a dispatch key in the Sankey
+TEXT_COLOR = "#222222"
+MUTED_TEXT_COLOR = "#555555"  # notes under a view
 WARNING_COLOR = "#b00020"  # what changes how to read a trace: dropped events, a profile...
 STEP_BAND_COLOR = "rgba(29,53,87,0.07)"  # every other training step on the timeline
 #: torch.compile: a generated kernel (or a compiled graph's call), and compiling a graph.

@@ -17,7 +17,7 @@ if ! "$PY" -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2
   "${PIP[@]}" install "torch==2.13.0"
 fi
 
-# Build tools, then the dependencies pyproject.toml declares (runtime + test extras). torch==2.13.0
+# Build tools, then the dependencies pyproject.toml declares (runtime, test and lab extras). torch==2.13.0
 # is already satisfied, so pip adds nothing CUDA.
 stamp="$VENV/.deps-$(sha1sum pyproject.toml | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
@@ -25,7 +25,8 @@ if [ ! -f "$stamp" ]; then
   "$PY" - <<'PYEOF' | "${PIP[@]}" install -r /dev/stdin
 import tomllib
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
-print("\n".join(project["dependencies"] + project["optional-dependencies"]["test"]))
+extras = project["optional-dependencies"]
+print("\n".join(project["dependencies"] + extras["test"] + extras["lab"]))
 PYEOF
   # Development install: the venv imports openreg_lab from this source tree, where the
   # extension is built in place below (one incremental build, no second copy).

@@ -120,7 +120,7 @@ def test_nested_tensors_keep_their_op_events_with_shapes_on():
     a, b = torch.randn(2, 3, device="openreg"), torch.randn(4, 3, device="openreg")
     with openreg_lab.trace(record_shapes=True) as t:
         nt = torch.nested.nested_tensor([a, b])
-        doubled = nt * 2  # through the nested fallback (csrc/aten/LayoutFallback.cpp)
+        doubled = nt * 2  # through the nested fallback (csrc/aten/fallback/LayoutFallback.cpp)
     assert torch.equal(doubled.unbind()[1].cpu(), b.cpu() * 2)
     ev = t.events
     assert t.dropped == 0

@@ -2,7 +2,7 @@
 
 A strided nested tensor on openreg keeps its elements in one openreg buffer; copying and describing
 it runs natively (csrc/aten/NestedTensor.cpp), computing on it runs on the CPU through the fallback
-of the nested key (csrc/aten/LayoutFallback.cpp), with the same results as on CPU. Jagged nested
+of the nested key (csrc/aten/fallback/LayoutFallback.cpp), with the same results as on CPU. Jagged nested
 tensors are a Python subclass over ordinary openreg tensors.
 """
 

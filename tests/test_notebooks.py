@@ -133,3 +133,61 @@ def test_notebook_runs(executed: Executed):
 def test_notebook_exercise_check_waits_for_an_answer_then_accepts_the_solution(executed: Executed):
     assert executed.first_check.startswith("Your turn:"), executed.first_check
     assert executed.second_check.startswith("✓ Correct"), executed.second_check
+
+
+def test_make_lab_opens_jupyterlab_on_the_notebooks_after_the_set_up():
+    import subprocess
+
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    dry = subprocess.run(["make", "-n", "lab"], cwd=root, capture_output=True, text=True, check=True)
+    assert dry.stdout.splitlines() == [
+        "bash scripts/setup.sh",
+        ".venv/bin/python -m jupyter lab --ServerApp.root_dir=notebooks",
+    ]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    assert project["optional-dependencies"]["lab"] == ["jupyterlab>=4.2", "ipykernel"]
+    assert "make lab" in (root / "README.md").read_text().split("\n\n")[1]  # the README's first block
+
+
+@by_name
+def test_notebook_reads_nothing_from_the_source_tree(path: Path):
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type == "code":
+            for needle in ("__file__", "csrc", "parents["):
+                assert needle not in cell.source, f"{path.name}: {needle!r} in {cell.source[:80]!r}"
+
+
+def test_notebook_05_quotes_the_kernel_as_it_is_in_csrc():
+    root = Path(__file__).resolve().parents[1]
+    nb = nbformat.read(root / "notebooks" / "05-writing-a-kernel.ipynb", as_version=4)
+    quoted = next(c.source for c in nb.cells if c.cell_type == "markdown" and "```cpp" in c.source)
+    code = quoted.split("```cpp\n")[1].split("```")[0].splitlines()
+    source = (root / "csrc" / "aten" / "native" / "Activation.cpp").read_text().splitlines()
+    lines = [line for line in code if line.strip() and not line.startswith("// registered")]
+    assert len(lines) > 15
+    for line in lines:
+        assert line in source, f"notebook 05 quotes a line csrc/aten/native/Activation.cpp lacks: {line!r}"
+
+
+def test_a_notebook_runs_from_an_installed_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    import shutil
+
+    import openreg_lab
+
+    # An installed copy of the package, without the source tree around it (no csrc/, no tests/).
+    site = tmp_path / "site"
+    shutil.copytree(Path(openreg_lab.__file__).parent, site / "openreg_lab",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    work = tmp_path / "work"
+    work.mkdir()
+    path = NOTEBOOKS[4]
+    assert path.name == "05-writing-a-kernel.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.insert(1, nbformat.v4.new_code_cell("import openreg_lab; print(openreg_lab.__file__)"))
+    _execute(nb, work / path.name)
+    assert _printed(nb.cells[1]).strip() == str(site / "openreg_lab" / "__init__.py")
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert errors == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Iterator
 
 import pytest
@@ -226,6 +227,35 @@ def test_a_profile_applies_to_every_thread():
         thread.start()
         thread.join()
     assert seen == {"fallbacks": 1}
+
+
+def test_the_generic_path_and_the_fallback_share_the_device_rules():
+    # Note [Fallback device rules], in one place for both (Note [One boxed call, two ways to run
+    # it]): a `cpu_...` argument may stay on the host (a nested tensor's sizes) ...
+    padded, shape = torch.randn(2, 3, 4), torch.tensor([[2, 4], [3, 4]])
+    ops = sorted({*openreg_lab.profile_ops("default"), "aten::_nested_from_padded", "aten::cumsum.out"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # nested tensors are a prototype: torch says so once
+        expected = torch.ops.aten._nested_from_padded(padded, shape)
+        with openreg_lab.use_profile(ops), Counters() as c:
+            got = torch.ops.aten._nested_from_padded(padded.to("openreg"), shape)
+    assert c.generic == 1 and c.fallbacks == 0
+    assert got.device.type == "openreg" and got.is_nested
+    for a, b in zip(got.unbind(), expected.unbind(), strict=True):
+        assert torch.equal(a.cpu(), b)
+    # ... and a mismatch is worded the same, naming the way the call ran.
+    x, y = torch.randn(3, device="openreg"), torch.randn(3)
+    same = "Expected all tensors to be on the same device, but found at least two devices, openreg:0 and cpu!"
+    with openreg_lab.use_profile(ops), pytest.raises(RuntimeError) as generic:
+        torch.ops.aten.cumsum.out(x, 0, out=y)
+    assert str(generic.value).startswith(
+        f"{same} (in aten::cumsum.out, which runs through openreg's generic native path)"
+    )
+    with pytest.raises(RuntimeError) as fallback:
+        torch.ops.aten.cumsum.out(x, 0, out=y)
+    assert str(fallback.value).startswith(
+        f"{same} (in aten::cumsum.out, which runs through openreg's CPU fallback)"
+    )
 
 
 def test_only_generic_calls_get_device_memory():

@@ -3,7 +3,7 @@
 A quantized openreg tensor keeps its integer representation in device memory and its quantizer
 (scale and zero point) beside it; creating one and reading its quantizer or viewing it runs natively
 (csrc/aten/Quantized.cpp), computing on it runs on the CPU through the fallback of the quantized key
-(csrc/aten/LayoutFallback.cpp), with the same results as on CPU.
+(csrc/aten/fallback/LayoutFallback.cpp), with the same results as on CPU.
 """
 
 from __future__ import annotations

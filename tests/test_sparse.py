@@ -2,7 +2,7 @@
 
 Building and describing a sparse tensor runs natively (csrc/aten/Sparse.cpp, SparseCsr.cpp): its
 indices and values are openreg tensors. Computing on one runs on the CPU through the fallback of the
-sparse keys (csrc/aten/LayoutFallback.cpp), with the same results as on CPU.
+sparse keys (csrc/aten/fallback/LayoutFallback.cpp), with the same results as on CPU.
 """
 
 from __future__ import annotations

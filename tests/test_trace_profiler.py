@@ -7,7 +7,7 @@ import json
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-import openreg_lab  # noqa: F401
+import openreg_lab
 from openreg_lab import _C
 
 
@@ -45,3 +45,20 @@ def test_legacy_profiler_reports_openreg_device_time():
         x + x
     rows = {e.key: e for e in p.key_averages()}
     assert rows["aten::add"].self_device_time_total > 0
+
+
+def test_generic_kernels_and_steps_have_their_names_in_the_kineto_trace(tmp_path):
+    # The exporter names kernels and kinds from tables: "generic" (kernel 4) and "step" (kind 11)
+    # were past their end before.
+    x = torch.randn(8, device="openreg")
+    ops = sorted({*openreg_lab.profile_ops("default"), "aten::cumsum.out"})
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as p:
+        with openreg_lab.use_profile(ops):
+            torch.cumsum(x, 0)
+        openreg_lab.step()
+    path = tmp_path / "profile.json"
+    p.export_chrome_trace(str(path))
+    ours = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("cat") == "privateuse1_runtime"]
+    cumsum = next(e for e in ours if e["name"] == "aten::cumsum.out")
+    assert cumsum["args"]["kernel"] == "generic"
+    assert [e["args"]["kind"] for e in ours if e["name"] == "step"] == ["step"]

@@ -3,6 +3,8 @@ step, trace(steps=...) records only the chosen ones and says what it skipped (is
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -45,6 +47,18 @@ def test_optimizer_steps_end_steps_without_changes_to_the_script(setup):
     # The same loop three times: the same op calls each step.
     assert len(set(table["ops"])) == 1
     assert table["peak_bytes"].min() > 0
+
+
+def test_steps_are_instants_in_the_chrome_trace(setup, tmp_path):
+    import json
+
+    model, opt, x = setup
+    with openreg_lab.trace() as t:
+        _train(model, opt, x, 2)
+    t.export_chrome_trace(tmp_path / "s.json")
+    events = json.loads((tmp_path / "s.json").read_text())["traceEvents"]
+    ends = [e for e in events if e["name"].startswith("end of step")]
+    assert [(e["name"], e["ph"]) for e in ends] == [("end of step 0", "i"), ("end of step 1", "i")]
 
 
 def test_step_by_hand_and_work_after_the_last_step(setup):
@@ -105,6 +119,14 @@ def test_trace_steps_from_zero_and_a_block_that_ends_early(setup):
     assert t.skipped == (
         "recorded step 0 of the 1 the block ran; the block ended during step 1, before the chosen steps "
         "did; not recorded: nothing"
+    )
+    with openreg_lab.trace(steps="1") as one:
+        _train(model, opt, x, 3)
+    assert one.steps()["step"].tolist() == [1]
+    assert re.fullmatch(
+        r"recorded step 1 of the 3 the block ran; not recorded: step 0 before \([\d.,]+ ms\), and step 2 "
+        r"after \([\d.,]+ ms\)",
+        one.skipped,
     )
     with pytest.warns(UserWarning, match=r"recorded nothing: the block ended after 1 steps, before step 4"):
         with openreg_lab.trace(steps="4:5") as t2:

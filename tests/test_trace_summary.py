@@ -106,7 +106,7 @@ def test_the_summary_has_one_row_per_op_and_device():
     assert set(add["path"]) == {"AutogradPrivateUse1 > PrivateUse1"}
 
 
-def test_views_report_and_cli_show_the_summary(autocast_trace, tmp_path):
+def test_the_dashboard_and_its_static_html_show_the_summary(autocast_trace):
     from openreg_lab.views import static
     from openreg_lab.views.dashboard import Dashboard
 

@@ -1,4 +1,4 @@
-"""The operators openreg routes to the CPU fallback (csrc/aten/ViaFallback.cpp, `via_fallback` in
+"""The operators openreg routes to the CPU fallback (csrc/aten/fallback/ViaFallback.cpp, `via_fallback` in
 native_ops.yaml): ATen's own kernels for them reject or mishandle a PrivateUse1 device, so openreg
 sends them to the fallback, where they behave exactly as on CPU.
 

@@ -54,3 +54,36 @@ def test_a_large_trace_makes_a_bounded_report(trace):
 def test_an_unwritable_path_names_itself(trace, tmp_path):
     with pytest.raises(OSError, match="cannot write the report to"):
         trace.to_html(tmp_path / "no" / "such" / "dir" / "r.html")
+
+
+def test_the_op_explorer_has_the_summary_rows_with_their_longest_call(trace):
+    from openreg_lab.recording import analysis
+    from openreg_lab.views.op_explorer import explorer_data
+
+    ev = trace.events
+    summary = analysis.summary(ev)
+    data = explorer_data(ev, summary, max_details=3)
+    rows = data["rows"]
+    assert [(r["name"], r["device"], r["calls"]) for r in rows] == list(
+        zip(summary["name"], summary["device"], summary["calls"], strict=True)
+    )
+    for r in rows:
+        calls = ev[(ev["kind"] == "op") & (ev["name"] == r["name"]) & (ev["device"] == r["device"])]
+        assert r["event"] == int(calls["dur_ns"].idxmax())
+        assert r["fallback"] + r["native"] + r["composite"] + r["generic"] <= r["calls"]
+    assert all("dispatch path" in r["details"] for r in rows[:3]) and rows[3]["details"] == ""
+    assert data["kernels"] == ["native", "fallback", "composite", "generic"]
+
+
+def test_no_string_of_the_trace_can_close_the_report_script():
+    import torch
+
+    import openreg_lab
+
+    x = torch.ones(3, device="openreg")
+    with openreg_lab.trace() as t:
+        openreg_lab.mark("</script><img src=x onerror=alert(1)>")
+        x + x
+    text = report_html(t.events)
+    assert "</script><img" not in text and "<img src=x" not in text
+    assert "\\u003c/script\\u003e\\u003cimg src=x onerror=alert(1)\\u003e" in text

@@ -9,7 +9,7 @@
 // applies, the tensors go to the host through the copy path, the CPU kernel
 // computes, and the results come back.
 
-#include "aten/FallbackPolicy.h"
+#include "aten/fallback/FallbackPolicy.h"
 #include "trace/Hooks.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>

@@ -3,8 +3,8 @@
 
 #include "aten/Autocast.h"
 #include "aten/Copy.h"
-#include "aten/FallbackPolicy.h"
-#include "aten/LayoutFallback.h"
+#include "aten/fallback/FallbackPolicy.h"
+#include "aten/fallback/LayoutFallback.h"
 #include "python/Trace.h"
 #include "runtime/Device.h"
 #include "runtime/DeviceAllocator.h"

@@ -1,8 +1,8 @@
 // Bindings for profiles (Note [Profiles]) and the per-thread call counters.
 
-#include "aten/FallbackCount.h"
-#include "aten/GenericNative.h"
-#include "aten/Profile.h"
+#include "aten/fallback/FallbackCount.h"
+#include "aten/fallback/GenericNative.h"
+#include "aten/fallback/Profile.h"
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>

@@ -1,6 +1,6 @@
 // Python face of the recorder (csrc/trace/): open and close sessions, hand the
 // events over as bytes (numpy reads them in place, see
-// openreg_lab/_events.py), and tell the recorder where user code called from.
+// openreg_lab/recording/events.py), and tell the recorder where user code called from.
 
 #include "python/Trace.h"
 

@@ -3,7 +3,7 @@
 // The recorder's one record type. Every decision point of the backend appends
 // fixed-size Events to its thread's buffer (Recorder.h); Python reads the
 // buffers as a numpy structured array whose layout mirrors this struct
-// (openreg_lab/_events.py), so the two must change together.
+// (openreg_lab/recording/events.py), so the two must change together.
 
 #include <cstdint>
 
@@ -63,6 +63,7 @@ struct Event {
   uint8_t flags;
 };
 
-static_assert(sizeof(Event) == 64, "Event must stay 64 bytes (see openreg_lab/_events.py)");
+static_assert(sizeof(Event) == 64,
+              "Event must stay 64 bytes (see openreg_lab/recording/events.py)");
 
 }  // namespace openreg::trace

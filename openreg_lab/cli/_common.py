@@ -92,15 +92,6 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]], right
     return "\n".join(lines)
 
 
-def human_bytes(n: float) -> str:
-    """``1536`` -> ``1.5 KiB``."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
-
-
 def ms(ns: float) -> str:
     """Nanoseconds as milliseconds with two decimals."""
     return f"{ns / 1e6:.2f}"

@@ -7,7 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-from openreg_lab.cli._common import format_table, human_bytes, ms
+from openreg_lab.cli._common import format_table, ms
+from openreg_lab.theme import format_bytes
 
 
 def event_counts(events: pd.DataFrame) -> str:
@@ -50,7 +51,7 @@ def totals_table(trace: Any) -> str:
 
     def row(label: str, frame: pd.DataFrame, with_bytes: bool) -> list[object]:
         time = frame["dur_ns"].clip(lower=0).sum()
-        moved = human_bytes(int(frame["bytes"].sum())) if with_bytes else ""
+        moved = format_bytes(int(frame["bytes"].sum())) if with_bytes else ""
         return [label, len(frame), ms(time), moved]
 
     rows = [
@@ -77,7 +78,7 @@ def fallbacks_table(trace: Any, top: int) -> str:
         sources = [_short(s) for s in r.sources]
         where = sources[0] + (f" (+{len(sources) - 1} more)" if len(sources) > 1 else "") if sources else ""
         rows.append(
-            [r.name, r.calls, ms(r.total_ns), human_bytes(r.bytes_to_cpu), human_bytes(r.bytes_back), where]
+            [r.name, r.calls, ms(r.total_ns), format_bytes(r.bytes_to_cpu), format_bytes(r.bytes_back), where]
         )
     headers = ["op", "calls", "time ms", "to cpu", "back", "source"]
     title = f"top fallbacks ({min(top, len(fb))} of {len(fb)} ops, by time including copies)"

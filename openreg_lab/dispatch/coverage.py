@@ -21,7 +21,7 @@ RESOLUTIONS = ("native", "composite_implicit", "composite_explicit", "fallback",
 
 #: Values of the ``kernel`` column: what runs for an openreg call.
 KERNELS = (
-    "hand_written",  # a kernel in csrc/aten (native_ops.yaml)
+    "hand_written",  # a kernel in csrc/aten/native (listed in dispatch/native_ops.yaml)
     "generic",  # the generic native path: the CPU kernel on device memory (under a profile)
     "via_cpu",  # registered for openreg, computing through the copy path (convolution)
     "registered",  # a PrivateUse1 kernel registered elsewhere (torch itself, torch.library)

@@ -8,7 +8,7 @@ The initial policy comes from the ``OPENREG_FALLBACK`` environment variable.
 
 Printing a tensor is exempt: the operators PyTorch's formatter runs on the device to print an
 openreg tensor run under every policy, without a warning, and are still traced (Note [Printing is
-exempt from the fallback policy] in ``csrc/aten/FallbackPolicy.h``).
+exempt from the fallback policy] in ``csrc/aten/fallback/FallbackPolicy.h``).
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 
@@ -14,17 +15,19 @@ def details(events: pd.DataFrame, event_id: int) -> dict[str, Any]:
     ran, the forward op that made the node and that op's source line."""
     row = events.iloc[int(event_id)]
     assert int(row["id"]) == int(event_id), "events are indexed by id"
-    kids = events[events["parent"] == int(event_id)]
+    # Column arrays, not a filtered frame: the panel is built once per op in a report.
+    kids = np.flatnonzero(events["parent"].to_numpy() == int(event_id))
+    col = {c: events[c].to_numpy() for c in ("id", "kind", "name", "kernel", "dur_ns", "bytes")}
     children = [
         {
-            "id": int(k.id),
-            "kind": k.kind,
-            "name": k.name,
-            "kernel": _text(k.kernel),
-            "dur_ns": int(k.dur_ns),
-            "bytes": int(k.bytes),
+            "id": int(col["id"][k]),
+            "kind": col["kind"][k],
+            "name": col["name"][k],
+            "kernel": _text(col["kernel"][k]),
+            "dur_ns": int(col["dur_ns"][k]),
+            "bytes": int(col["bytes"][k]),
         }
-        for k in kids.itertuples(index=False)
+        for k in kids
     ]
     out: dict[str, Any] = {
         "id": int(row["id"]),

@@ -371,15 +371,15 @@ class Trace:
         last = min(chosen.stop, closed_at) - 1
         parts = []
         if chosen.start:
-            parts.append(f"steps 0 to {chosen.start - 1} before ({_ms(before)})")
+            parts.append(f"{_steps_text(0, chosen.start - 1)} before ({_ms(before)})")
         if ran > chosen.stop:
-            parts.append(f"steps {chosen.stop} to {ran - 1} after ({_ms(after)})")
+            parts.append(f"{_steps_text(chosen.stop, ran - 1)} after ({_ms(after)})")
         elif after > 0 and closed_at == chosen.stop:
             parts.append(f"the block's end after step {chosen.stop - 1} ({_ms(after)})")
         cut = ""
         if closed_at < chosen.stop:
             cut = f"; the block ended during step {closed_at}, before the chosen steps did"
-        done = f"step {chosen.start}" if last == chosen.start else f"steps {chosen.start} to {last}"
+        done = _steps_text(chosen.start, last)
         if last < chosen.start:
             done = "no complete step"
         missing = ", and ".join(parts) or "nothing"
@@ -603,6 +603,11 @@ def _to_frame(c: Columns, t0: int) -> pd.DataFrame:
 
 def _steps_of(chosen: range | str) -> range:
     return steps.parse(chosen)
+
+
+def _steps_text(first: int, last: int) -> str:
+    """``"step 3"`` or ``"steps 3 to 5"``."""
+    return f"step {first}" if first == last else f"steps {first} to {last}"
 
 
 def _ms(ns: int) -> str:

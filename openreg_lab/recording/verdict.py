@@ -75,7 +75,7 @@ class Verdict:
                 more = f" (+{len(r['sources']) - 1} more)" if len(r["sources"]) > 1 else ""
                 out.append(
                     f"  {i}. {r['name']}: saves up to {theme.format_ns(r['saves_ns'])} ({r['share']:.1%}), "
-                    f"{r['calls']} calls, {theme.format_bytes(r['bytes_moved'])} moved{where}{more}"
+                    f"{_calls(r['calls'])}, {theme.format_bytes(r['bytes_moved'])} moved{where}{more}"
                 )
             if self.more:
                 out.append(f"  ... and {self.more} more ops that fell back")
@@ -114,7 +114,7 @@ def verdict(
             fb_ns,
             share(fb_ns),
             f": copies {share(fb_copy):.1%}, CPU compute {share(fb_cpu):.1%}; "
-            f"{int(fb['calls'].sum()):,} calls of {len(fb)} ops",
+            f"{_calls(int(fb['calls'].sum()))} of {len(fb)} ops",
         ),
         Share(
             "copies",
@@ -151,6 +151,10 @@ def verdict(
         step=_step_sentence(events),
         warnings=_warnings(events, dropped, capacity, op_events, profile, skipped),
     )
+
+
+def _calls(n: int) -> str:
+    return "1 call" if n == 1 else f"{n:,} calls"
 
 
 def _step_sentence(events: pd.DataFrame) -> str | None:

@@ -27,6 +27,8 @@ from openreg_lab.recording.verdict import verdict as verdict_of
 from openreg_lab.views import charts, static
 from openreg_lab.views._embed import plain_text, script_json
 from openreg_lab.views.lod import Pyramid
+from openreg_lab.views.op_explorer import JS as EXPLORER_JS
+from openreg_lab.views.op_explorer import explorer_data
 from openreg_lab.views.timeline import COLOR_NAMES, PALETTE, marks_of, payload, rows_of, steps_of
 
 #: The report keeps pyramid levels of the timeline while their items stay under this many in all.
@@ -79,8 +81,8 @@ def report_html(
         "rows": rows_of(pyramid),
         "palette": PALETTE,
         "color_names": COLOR_NAMES,
-        "memory_color": "#264653",
-        "mark_color": "#d62828",
+        "memory_color": theme.MEMORY_COLOR,
+        "mark_color": theme.MARK_COLOR,
         "marks": marks_of(pyramid),
         "steps": steps_of(events),
         "step_color": theme.STEP_BAND_COLOR,
@@ -93,8 +95,10 @@ def report_html(
         "highlight": "",
     }
     js = Path(__file__).with_name("timeline.js").read_text()
+    explorer_js = EXPLORER_JS.read_text()
     plotly_js = plotly.offline.get_plotlyjs()
     ops = analysis.summary(events)
+    explorer = explorer_data(events, ops)
     cov = ""
     if coverage is not None:
         ran = coverage[coverage["hits"] > 0].sort_values("time_ns", ascending=False)
@@ -127,14 +131,16 @@ def report_html(
     )
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>body{{font:13px system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:18px;color:#222}}
+<style>body{{font:13px system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:18px;
+color:{theme.TEXT_COLOR}}}
 h1{{font-size:20px}} h2{{font-size:15px;margin-top:22px}} section{{margin-bottom:12px}}</style>
 <script>{plotly_js}</script></head>
 <body><h1>{html.escape(title)}</h1>
 <section id="verdict">{static.header_html(events, verdict)}</section>
 <section><h2>Timeline</h2><div id="timeline" style="width:100%"></div>
-<div style="color:#555">{html.escape(detail_note)}</div></section>
-<section><h2>Ops</h2>{static.table_html(ops, static.OP_COLUMNS, max_rows=200)}</section>
+<div style="color:{theme.MUTED_TEXT_COLOR}">{html.escape(detail_note)}</div></section>
+<section><h2>Ops</h2><div id="op-explorer">{static.table_html(ops, static.OP_COLUMNS, max_rows=200)}</div>
+</section>
 {"".join(chart_html)}
 <section><h2>Autocast casts</h2>{casts}</section>
 {cov}
@@ -142,8 +148,12 @@ h1{{font-size:20px}} h2{{font-size:15px;margin-top:22px}} section{{margin-bottom
 <table style="{static._TABLE}">{info_rows}</table></details>
 <script type="module">
 {_static_model_js()}
-const mod = await import(URL.createObjectURL(new Blob([{script_json(js)}], {{type: "text/javascript"}})));
-mod.default.render({{model: staticModel({script_json(model)}), el: document.getElementById("timeline")}});
+const load = (text) => import(URL.createObjectURL(new Blob([text], {{type: "text/javascript"}})));
+const timeline = staticModel({script_json(model)});
+window.openregReport = {{timeline}};
+(await load({script_json(js)})).default.render({{model: timeline, el: document.getElementById("timeline")}});
+(await load({script_json(explorer_js)})).mountOpExplorer(
+  document.getElementById("op-explorer"), {script_json(explorer)}, timeline);
 </script>
 </body></html>
 """

@@ -87,24 +87,28 @@ function stepPicker(steps, zoom) {
   return sel;
 }
 
-function render({ model, el }) {
+// --- the page: toolbar, canvas, tooltip, legend ------------------------------------------------
+
+function button(bar, label, title) {
+  const b = document.createElement("button");
+  b.textContent = label;
+  b.title = title;
+  b.style.cssText = "font:inherit;padding:1px 8px;border:1px solid #bbb;border-radius:3px;background:#f7f7f7;cursor:pointer";
+  bar.appendChild(b);
+  return b;
+}
+
+// The timeline's elements, appended to `el`; the buttons and picker call `zoom(a, b)` (null: all).
+function buildDom(el, model, zoom) {
   el.classList.add("openreg-timeline");
   const root = document.createElement("div");
   root.style.cssText = "position:relative;font:" + FONT + ";user-select:none";
   const bar = document.createElement("div");
   bar.style.cssText = "display:flex;gap:6px;align-items:center;margin:2px 0 4px 0";
-  const mkBtn = (label, title) => {
-    const b = document.createElement("button");
-    b.textContent = label;
-    b.title = title;
-    b.style.cssText = "font:inherit;padding:1px 8px;border:1px solid #bbb;border-radius:3px;background:#f7f7f7;cursor:pointer";
-    bar.appendChild(b);
-    return b;
-  };
-  const zoomIn = mkBtn("+", "zoom in (or scroll on the timeline)");
-  const zoomOut = mkBtn("−", "zoom out");
-  const reset = mkBtn("reset", "show the whole trace (or double-click)");
-  const picker = stepPicker(model.get("steps") || [], (a, b) => (a === null ? setView(0, span) : setView(a, b)));
+  const zoomIn = button(bar, "+", "zoom in (or scroll on the timeline)");
+  const zoomOut = button(bar, "−", "zoom out");
+  const reset = button(bar, "reset", "show the whole trace (or double-click)");
+  const picker = stepPicker(model.get("steps") || [], zoom);
   if (picker) bar.appendChild(picker);
   const status = document.createElement("span");
   status.className = "openreg-timeline-status";
@@ -119,261 +123,286 @@ function render({ model, el }) {
     "border-radius:3px;padding:4px 6px;font:11px ui-monospace,Menlo,monospace;white-space:pre;z-index:10;max-width:640px;overflow:hidden";
   const legend = document.createElement("div");
   legend.style.cssText = "display:flex;flex-wrap:wrap;gap:10px;margin-top:4px;color:#333";
-  root.append(bar, canvas, tip, legend);
-  el.appendChild(root);
-
   const palette = model.get("palette");
-  const colorNames = model.get("color_names");
-  colorNames.forEach((n, i) => {
+  model.get("color_names").forEach((n, i) => {
     // Built node by node, never from markup: every string stays text (Note [Strings reaching a page]).
-    const s = document.createElement("span");
+    const item = document.createElement("span");
     const swatch = document.createElement("span");
     swatch.style.cssText = "display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle";
     swatch.style.background = palette[i];
-    s.append(swatch, document.createTextNode(String(n)));
-    legend.appendChild(s);
+    item.append(swatch, document.createTextNode(String(n)));
+    legend.appendChild(item);
   });
+  root.append(bar, canvas, tip, legend);
+  el.appendChild(root);
+  return { zoomIn, zoomOut, reset, status, canvas, tip };
+}
 
-  let span = Math.max(model.get("span_ns"), 1);
-  let t0 = 0;
-  let t1 = span;
-  let width = Math.max(el.clientWidth || 900, 400);
-  let payload = null;
-  let hoverItem = -1;
-  let pending = null;
+// --- the view: which time window is drawn, at what width ----------------------------------------
 
-  function rows() {
-    return model.get("rows");
+function makeView(model, el) {
+  const v = {
+    span: Math.max(model.get("span_ns"), 1),
+    t0: 0,
+    t1: 0,
+    width: Math.max(el.clientWidth || 900, 400),
+    x(t) {
+      return GUTTER + ((t - v.t0) / (v.t1 - v.t0)) * (v.width - GUTTER - 4);
+    },
+    tAt(px) {
+      return v.t0 + ((px - GUTTER) / (v.width - GUTTER - 4)) * (v.t1 - v.t0);
+    },
+  };
+  v.t1 = v.span;
+  const initial = model.get("view");
+  if (initial && initial.length === 2 && initial[1] > initial[0]) {
+    v.t0 = initial[0];
+    v.t1 = initial[1];
   }
-  function counters() {
-    return (payload && payload.counters) || [];
-  }
-  function height() {
-    return RULER_H + rows().length * ROW_H + counters().length * COUNTER_H + 6;
-  }
-  function x(t) {
-    return GUTTER + ((t - t0) / (t1 - t0)) * (width - GUTTER - 4);
-  }
-  function tAt(px) {
-    return t0 + ((px - GUTTER) / (width - GUTTER - 4)) * (t1 - t0);
-  }
+  return v;
+}
 
-  function pickPayload() {
-    const live = model.get("data");
-    const levels = model.get("levels") || [];
-    const all = [];
-    if (live && live.start) all.push(live);
-    for (const l of levels) all.push(l);
-    const target = (t1 - t0) / (2 * (width - GUTTER));
-    const covering = all.filter((p) => p.t0 <= t0 + 1 && p.t1 >= t1 - 1);
-    const pool = covering.length ? covering : all;
-    // The coarsest payload fine enough for the zoom, else the finest one there is.
-    let best = null;
-    for (const p of pool) {
-      const fine = p.bucket_ns <= target;
-      if (fine && (!best || !best._fine || p.bucket_ns > best.bucket_ns)) best = Object.assign(p, { _fine: true });
-      else if (!fine && (!best || (!best._fine && p.bucket_ns < best.bucket_ns))) best = Object.assign(p, { _fine: false });
+function layoutHeight(model, payload) {
+  const counters = (payload && payload.counters) || [];
+  return RULER_H + model.get("rows").length * ROW_H + counters.length * COUNTER_H + 6;
+}
+
+// The payload to draw: the coarsest one fine enough for the zoom, else the finest there is. A live
+// widget has `data` (for the current window); the static report has whole-trace `levels`.
+function pickPayload(model, v) {
+  const live = model.get("data");
+  const levels = model.get("levels") || [];
+  const all = [];
+  if (live && live.start) all.push(live);
+  for (const l of levels) all.push(l);
+  const target = (v.t1 - v.t0) / (2 * (v.width - GUTTER));
+  const covering = all.filter((p) => p.t0 <= v.t0 + 1 && p.t1 >= v.t1 - 1);
+  const pool = covering.length ? covering : all;
+  let best = null;
+  for (const p of pool) {
+    const fine = p.bucket_ns <= target;
+    if (fine && (!best || !best._fine || p.bucket_ns > best.bucket_ns)) best = Object.assign(p, { _fine: true });
+    else if (!fine && (!best || (!best._fine && p.bucket_ns < best.bucket_ns))) best = Object.assign(p, { _fine: false });
+  }
+  return best ? decode(best) : null;
+}
+
+// --- drawing: one function a layer, back to front ------------------------------------------------
+
+function drawRuler(ctx, v, h) {
+  ctx.fillStyle = "#fafafa";
+  ctx.fillRect(0, 0, v.width, RULER_H);
+  const raw = (v.t1 - v.t0) / 8;
+  const pow = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 5, 10].map((m) => m * pow).find((s) => s >= raw) || raw;
+  ctx.fillStyle = "#555";
+  ctx.strokeStyle = "#e6e6e6";
+  for (let t = Math.ceil(v.t0 / step) * step; t <= v.t1; t += step) {
+    const px = v.x(t);
+    ctx.fillText(fmtNs(t), px + 2, 14);
+    ctx.beginPath();
+    ctx.moveTo(px, RULER_H - 4);
+    ctx.lineTo(px, h);
+    ctx.stroke();
+  }
+}
+
+// Training steps (Trace.steps()): a shaded band every other step, its number at the bottom.
+function drawStepBands(ctx, v, h, model) {
+  (model.get("steps") || []).forEach((s, k) => {
+    const xa = Math.max(v.x(s.t0), GUTTER);
+    const xb = Math.min(v.x(s.t1), v.width);
+    if (xb <= xa) return;
+    if (k % 2 === 0) {
+      ctx.fillStyle = model.get("step_color") || "rgba(29,53,87,0.07)";
+      ctx.fillRect(xa, RULER_H, xb - xa, h - RULER_H);
     }
-    return best ? decode(best) : null;
+    if (xb - xa > 36) {
+      ctx.fillStyle = "#1d3557";
+      ctx.fillText(`step ${s.step}${s.complete ? "" : " (unfinished)"}`, xa + 3, h - 4);
+    }
+  });
+}
+
+function drawLanes(ctx, v, rows) {
+  rows.forEach((r, i) => {
+    const y = RULER_H + i * ROW_H;
+    if (r.depth === 0) {
+      ctx.fillStyle = "#f1f3f5";
+      ctx.fillRect(0, y, v.width, 1);
+      ctx.fillStyle = "#333";
+      ctx.fillText(r.lane, 4, y + 13);
+    }
+  });
+}
+
+// The slices, one pass per colour as Perfetto draws; then labels on slices wide enough to hold
+// them, and outlines for the selected event and the highlighted op name.
+function drawSlices(ctx, v, p, model) {
+  const palette = model.get("palette");
+  const n = p.start.length;
+  for (let c = 0; c < palette.length; c++) {
+    ctx.fillStyle = palette[c];
+    for (let i = 0; i < n; i++) {
+      if (p.color[i] !== c) continue;
+      const xa = Math.max(v.x(p.start[i]), GUTTER);
+      const xb = Math.min(v.x(p.start[i] + p.dur[i]), v.width);
+      if (xb < GUTTER || xa > v.width) continue;
+      ctx.fillRect(xa, RULER_H + p.row[i] * ROW_H + 2, Math.max(xb - xa, 1), ROW_H - 3);
+    }
   }
+  const selected = model.get("selected");
+  const highlight = model.get("highlight");
+  const names = p.strings || [];
+  for (let i = 0; i < n; i++) {
+    const xa = Math.max(v.x(p.start[i]), GUTTER);
+    const xb = Math.min(v.x(p.start[i] + p.dur[i]), v.width);
+    const y = RULER_H + p.row[i] * ROW_H;
+    const label = names[p.name[i]] || "";
+    if (xb - xa > 40) {
+      ctx.save();
+      ctx.beginPath();
+      ctx.rect(xa, y, xb - xa, ROW_H);
+      ctx.clip();
+      ctx.fillStyle = "white";
+      ctx.fillText((p.count[i] > 1 ? `${p.count[i]}× ` : "") + label.replace(/^aten::/, ""), xa + 3, y + 13);
+      ctx.restore();
+    }
+    const isSel = p.event[i] === selected;
+    const isHi = highlight && label === highlight;
+    if (isSel || isHi) {
+      ctx.strokeStyle = isSel ? "#000" : "#1d3557";
+      ctx.lineWidth = isSel ? 2 : 1;
+      ctx.strokeRect(xa, y + 1.5, Math.max(xb - xa, 2), ROW_H - 2);
+    }
+  }
+}
+
+function drawCounters(ctx, v, p, model) {
+  const base = RULER_H + model.get("rows").length * ROW_H;
+  (p.counters || []).forEach((c, k) => {
+    const y0 = base + k * COUNTER_H;
+    ctx.fillStyle = "#333";
+    ctx.fillText(`memory ${c.device}`, 4, y0 + 14);
+    let peak = 1;
+    for (let i = 0; i < c.max.length; i++) peak = Math.max(peak, c.max[i]);
+    const yOf = (val) => y0 + COUNTER_H - 4 - (val / peak) * (COUNTER_H - 10);
+    ctx.fillStyle = "rgba(38,70,83,0.35)";
+    ctx.strokeStyle = model.get("memory_color");
+    ctx.beginPath();
+    let prevV = c.last.length ? c.last[0] : 0;
+    ctx.moveTo(GUTTER, yOf(prevV));
+    for (let i = 0; i < c.t.length; i++) {
+      const px = Math.max(v.x(c.t[i]), GUTTER);
+      ctx.lineTo(px, yOf(prevV));
+      ctx.fillRect(px, yOf(c.max[i]), 1, yOf(c.min[i]) - yOf(c.max[i]) + 1);
+      ctx.lineTo(px, yOf(c.last[i]));
+      prevV = c.last[i];
+    }
+    ctx.lineTo(v.width, yOf(prevV));
+    ctx.stroke();
+    ctx.fillStyle = "#555";
+    ctx.fillText(`peak in view ${fmtBytes(peak)}`, v.width - 150, y0 + 12);
+  });
+}
+
+function drawMarks(ctx, v, h, model) {
+  ctx.strokeStyle = model.get("mark_color");
+  ctx.fillStyle = model.get("mark_color");
+  for (const m of model.get("marks")) {
+    const px = v.x(m.t);
+    if (px < GUTTER || px > v.width) continue;
+    ctx.beginPath();
+    ctx.setLineDash([4, 3]);
+    ctx.moveTo(px, RULER_H - 6);
+    ctx.lineTo(px, h);
+    ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.fillText(m.name, px + 3, 9);
+  }
+}
+
+// What the status line says: how many items are in view and whether they stand for more slices.
+function showStatus(status, v, p) {
+  let shown = 0;
+  let total = 0;
+  for (let i = 0; i < p.start.length; i++) {
+    if (p.start[i] < v.t1 && p.start[i] + Math.max(p.dur[i], 1) > v.t0) {
+      shown++;
+      total += p.count[i];
+    }
+  }
+  status.textContent =
+    p.level >= 0
+      ? `aggregated: ${shown.toLocaleString()} marks stand for ${total.toLocaleString()} slices in view ` +
+        `(the longest per ${fmtNs(p.bucket_ns)} bucket and row); zoom in for real slices`
+      : `${shown.toLocaleString()} slices in view, none aggregated`;
+  status.dataset.aggregated = p.level >= 0 ? "1" : "0";
+  status.dataset.items = String(shown);
+  status.dataset.slices = String(total);
+}
+
+// --- pointing: which item is under the mouse, and what its tooltip says --------------------------
+
+function itemAt(v, p, rowCount, px, py) {
+  if (!p || px < GUTTER) return -1;
+  const r = Math.floor((py - RULER_H) / ROW_H);
+  if (r < 0 || r >= rowCount) return -1;
+  const t = v.tAt(px);
+  const slack = ((v.t1 - v.t0) / (v.width - GUTTER)) * 2;
+  let best = -1;
+  for (let i = 0; i < p.start.length; i++) {
+    if (p.row[i] !== r) continue;
+    if (p.start[i] - slack <= t && t <= p.start[i] + p.dur[i] + slack) {
+      if (best < 0 || p.dur[i] < p.dur[best]) best = i;
+    }
+  }
+  return best;
+}
+
+function tipText(p, i) {
+  const lines = [(p.strings || [])[p.name[i]] || "?"];
+  const info = (p.strings || [])[p.info[i]];
+  if (info) lines.push(info);
+  lines.push(`duration: ${fmtNs(p.dur[i])}   start: ${fmtNs(p.start[i])}`);
+  if (p.count[i] > 1) lines.push(`stands for ${p.count[i]} slices in this bucket (the longest shown): zoom in`);
+  return lines.join("\n");
+}
+
+// --- render: anywidget's contract; wires the parts above together --------------------------------
+
+function render({ model, el }) {
+  let v = null;
+  let payload = null;
+  let pending = null;
+  const dom = buildDom(el, model, (a, b) => (a === null ? setView(0, v.span) : setView(a, b)));
+  const { status, canvas, tip } = dom;
+  v = makeView(model, el);
 
   function draw() {
-    payload = pickPayload();
+    payload = pickPayload(model, v);
     const dpr = window.devicePixelRatio || 1;
-    const h = height();
-    canvas.width = width * dpr;
+    const h = layoutHeight(model, payload);
+    canvas.width = v.width * dpr;
     canvas.height = h * dpr;
-    canvas.style.width = width + "px";
+    canvas.style.width = v.width + "px";
     canvas.style.height = h + "px";
     const ctx = canvas.getContext("2d");
     ctx.scale(dpr, dpr);
     ctx.font = FONT;
     ctx.fillStyle = "white";
-    ctx.fillRect(0, 0, width, h);
-    drawRuler(ctx);
-    drawStepBands(ctx);
-    const rs = rows();
-    rs.forEach((r, i) => {
-      const y = RULER_H + i * ROW_H;
-      if (r.depth === 0) {
-        ctx.fillStyle = "#f1f3f5";
-        ctx.fillRect(0, y, width, 1);
-        ctx.fillStyle = "#333";
-        ctx.fillText(r.lane, 4, y + 13);
-      }
-    });
+    ctx.fillRect(0, 0, v.width, h);
+    drawRuler(ctx, v, h);
+    drawStepBands(ctx, v, h, model);
+    drawLanes(ctx, v, model.get("rows"));
     if (!payload) return;
-    const p = payload;
-    const selected = model.get("selected");
-    const highlight = model.get("highlight");
-    const names = p.strings || [];
-    // One pass per colour, as Perfetto draws.
-    const n = p.start.length;
-    for (let c = 0; c < palette.length; c++) {
-      ctx.fillStyle = palette[c];
-      for (let i = 0; i < n; i++) {
-        if (p.color[i] !== c) continue;
-        const xa = Math.max(x(p.start[i]), GUTTER);
-        const xb = Math.min(x(p.start[i] + p.dur[i]), width);
-        if (xb < GUTTER || xa > width) continue;
-        ctx.fillRect(xa, RULER_H + p.row[i] * ROW_H + 2, Math.max(xb - xa, 1), ROW_H - 3);
-      }
-    }
-    // Labels on slices wide enough to hold them; outlines for the selection and highlighted name.
-    ctx.fillStyle = "white";
-    for (let i = 0; i < n; i++) {
-      const xa = Math.max(x(p.start[i]), GUTTER);
-      const xb = Math.min(x(p.start[i] + p.dur[i]), width);
-      const y = RULER_H + p.row[i] * ROW_H;
-      const label = names[p.name[i]] || "";
-      if (xb - xa > 40) {
-        ctx.save();
-        ctx.beginPath();
-        ctx.rect(xa, y, xb - xa, ROW_H);
-        ctx.clip();
-        ctx.fillStyle = "white";
-        ctx.fillText((p.count[i] > 1 ? `${p.count[i]}× ` : "") + label.replace(/^aten::/, ""), xa + 3, y + 13);
-        ctx.restore();
-      }
-      const isSel = p.event[i] === selected;
-      const isHi = highlight && label === highlight;
-      if (isSel || isHi) {
-        ctx.strokeStyle = isSel ? "#000" : "#1d3557";
-        ctx.lineWidth = isSel ? 2 : 1;
-        ctx.strokeRect(xa, y + 1.5, Math.max(xb - xa, 2), ROW_H - 2);
-      }
-    }
-    drawCounters(ctx);
-    drawMarks(ctx);
-    // Count what is in view (a static payload covers the whole trace).
-    let shown = 0;
-    let total = 0;
-    for (let i = 0; i < n; i++) {
-      if (p.start[i] < t1 && p.start[i] + Math.max(p.dur[i], 1) > t0) {
-        shown++;
-        total += p.count[i];
-      }
-    }
-    status.textContent =
-      p.level >= 0
-        ? `aggregated: ${shown.toLocaleString()} marks stand for ${total.toLocaleString()} slices in view ` +
-          `(the longest per ${fmtNs(p.bucket_ns)} bucket and row); zoom in for real slices`
-        : `${shown.toLocaleString()} slices in view, none aggregated`;
-    status.dataset.aggregated = p.level >= 0 ? "1" : "0";
-    status.dataset.items = String(shown);
-    status.dataset.slices = String(total);
+    drawSlices(ctx, v, payload, model);
+    drawCounters(ctx, v, payload, model);
+    drawMarks(ctx, v, h, model);
+    showStatus(status, v, payload);
   }
 
-  function drawRuler(ctx) {
-    ctx.fillStyle = "#fafafa";
-    ctx.fillRect(0, 0, width, RULER_H);
-    const span = t1 - t0;
-    const raw = span / 8;
-    const pow = Math.pow(10, Math.floor(Math.log10(raw)));
-    const step = [1, 2, 5, 10].map((m) => m * pow).find((s) => s >= raw) || raw;
-    ctx.fillStyle = "#555";
-    ctx.strokeStyle = "#e6e6e6";
-    for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) {
-      const px = x(t);
-      ctx.fillText(fmtNs(t), px + 2, 14);
-      ctx.beginPath();
-      ctx.moveTo(px, RULER_H - 4);
-      ctx.lineTo(px, height());
-      ctx.stroke();
-    }
-  }
-
-  function drawCounters(ctx) {
-    const base = RULER_H + rows().length * ROW_H;
-    counters().forEach((c, k) => {
-      const y0 = base + k * COUNTER_H;
-      ctx.fillStyle = "#333";
-      ctx.fillText(`memory ${c.device}`, 4, y0 + 14);
-      let peak = 1;
-      for (let i = 0; i < c.max.length; i++) peak = Math.max(peak, c.max[i]);
-      const yOf = (v) => y0 + COUNTER_H - 4 - (v / peak) * (COUNTER_H - 10);
-      ctx.fillStyle = "rgba(38,70,83,0.35)";
-      ctx.strokeStyle = model.get("memory_color");
-      ctx.beginPath();
-      let prevX = GUTTER;
-      let prevV = c.last.length ? c.last[0] : 0;
-      ctx.moveTo(GUTTER, yOf(prevV));
-      for (let i = 0; i < c.t.length; i++) {
-        const px = Math.max(x(c.t[i]), GUTTER);
-        ctx.lineTo(px, yOf(prevV));
-        ctx.fillRect(px, yOf(c.max[i]), Math.max(px - prevX, 1) * 0 + 1, yOf(c.min[i]) - yOf(c.max[i]) + 1);
-        ctx.lineTo(px, yOf(c.last[i]));
-        prevV = c.last[i];
-        prevX = px;
-      }
-      ctx.lineTo(width, yOf(prevV));
-      ctx.stroke();
-      ctx.fillStyle = "#555";
-      ctx.fillText(`peak in view ${fmtBytes(peak)}`, width - 150, y0 + 12);
-    });
-  }
-
-  // Training steps (Trace.steps()): a shaded band every other step, its number at the top.
-  function drawStepBands(ctx) {
-    const steps = model.get("steps") || [];
-    const h = height();
-    steps.forEach((s, k) => {
-      const xa = Math.max(x(s.t0), GUTTER);
-      const xb = Math.min(x(s.t1), width);
-      if (xb <= xa) return;
-      if (k % 2 === 0) {
-        ctx.fillStyle = model.get("step_color") || "rgba(29,53,87,0.07)";
-        ctx.fillRect(xa, RULER_H, xb - xa, h - RULER_H);
-      }
-      if (xb - xa > 36) {
-        ctx.fillStyle = "#1d3557";
-        ctx.fillText(`step ${s.step}${s.complete ? "" : " (unfinished)"}`, xa + 3, h - 4);
-      }
-    });
-  }
-
-  function drawMarks(ctx) {
-    ctx.strokeStyle = model.get("mark_color");
-    ctx.fillStyle = model.get("mark_color");
-    for (const m of model.get("marks")) {
-      const px = x(m.t);
-      if (px < GUTTER || px > width) continue;
-      ctx.beginPath();
-      ctx.setLineDash([4, 3]);
-      ctx.moveTo(px, RULER_H - 6);
-      ctx.lineTo(px, height());
-      ctx.stroke();
-      ctx.setLineDash([]);
-      ctx.fillText(m.name, px + 3, RULER_H - 8 > 8 ? 9 : 9);
-    }
-  }
-
-  function itemAt(px, py) {
-    if (!payload || px < GUTTER) return -1;
-    const r = Math.floor((py - RULER_H) / ROW_H);
-    if (r < 0 || r >= rows().length) return -1;
-    const t = tAt(px);
-    const slack = (t1 - t0) / (width - GUTTER) * 2;
-    let best = -1;
-    for (let i = 0; i < payload.start.length; i++) {
-      if (payload.row[i] !== r) continue;
-      if (payload.start[i] - slack <= t && t <= payload.start[i] + payload.dur[i] + slack) {
-        if (best < 0 || payload.dur[i] < payload.dur[best]) best = i;
-      }
-    }
-    return best;
-  }
-
-  function tipText(i) {
-    const p = payload;
-    const lines = [(p.strings || [])[p.name[i]] || "?"];
-    const info = (p.strings || [])[p.info[i]];
-    if (info) lines.push(info);
-    lines.push(`duration: ${fmtNs(p.dur[i])}   start: ${fmtNs(p.start[i])}`);
-    if (p.count[i] > 1) lines.push(`stands for ${p.count[i]} slices in this bucket (the longest shown): zoom in`);
-    return lines.join("\n");
-  }
-
+  // Show [a, b) (at least 1 µs, within the trace), then tell Python (a live widget) the window.
   function setView(a, b) {
     const minSpan = 1000;
     if (b - a < minSpan) {
@@ -381,28 +410,32 @@ function render({ model, el }) {
       a = mid - minSpan / 2;
       b = mid + minSpan / 2;
     }
-    const len = Math.min(b - a, span * 1.02);
-    a = Math.max(Math.min(a, span - len * 0.98), -len * 0.02);
-    t0 = a;
-    t1 = a + len;
+    const len = Math.min(b - a, v.span * 1.02);
+    a = Math.max(Math.min(a, v.span - len * 0.98), -len * 0.02);
+    v.t0 = a;
+    v.t1 = a + len;
     draw();
     if (pending) clearTimeout(pending);
     pending = setTimeout(() => {
-      model.set("view", [t0, t1]);
-      model.set("width", Math.round(width - GUTTER));
+      model.set("view", [v.t0, v.t1]);
+      model.set("width", Math.round(v.width - GUTTER));
       model.save_changes();
     }, 120);
   }
 
-  canvas.addEventListener("wheel", (e) => {
-    e.preventDefault();
-    const t = tAt(e.offsetX);
-    const f = e.deltaY < 0 ? 0.8 : 1.25;
-    setView(t - (t - t0) * f, t + (t1 - t) * f);
-  }, { passive: false });
+  canvas.addEventListener(
+    "wheel",
+    (e) => {
+      e.preventDefault();
+      const t = v.tAt(e.offsetX);
+      const f = e.deltaY < 0 ? 0.8 : 1.25;
+      setView(t - (t - v.t0) * f, t + (v.t1 - t) * f);
+    },
+    { passive: false },
+  );
   let drag = null;
   canvas.addEventListener("mousedown", (e) => {
-    drag = { x: e.offsetX, t0, t1, moved: false };
+    drag = { x: e.offsetX, t0: v.t0, t1: v.t1, moved: false };
     canvas.style.cursor = "grabbing";
   });
   window.addEventListener("mouseup", () => {
@@ -411,35 +444,34 @@ function render({ model, el }) {
   });
   canvas.addEventListener("mousemove", (e) => {
     if (drag) {
-      const dt = ((e.offsetX - drag.x) / (width - GUTTER)) * (drag.t1 - drag.t0);
+      const dt = ((e.offsetX - drag.x) / (v.width - GUTTER)) * (drag.t1 - drag.t0);
       if (Math.abs(e.offsetX - drag.x) > 2) drag.moved = true;
       if (drag.moved) setView(drag.t0 - dt, drag.t1 - dt);
       return;
     }
-    const i = itemAt(e.offsetX, e.offsetY);
-    hoverItem = i;
+    const i = itemAt(v, payload, model.get("rows").length, e.offsetX, e.offsetY);
     if (i < 0) {
       tip.style.display = "none";
       return;
     }
-    tip.textContent = tipText(i);
+    tip.textContent = tipText(payload, i);
     tip.style.display = "block";
-    tip.style.left = Math.min(e.offsetX + 12, width - 300) + "px";
+    tip.style.left = Math.min(e.offsetX + 12, v.width - 300) + "px";
     tip.style.top = e.offsetY + 40 + "px";
   });
   canvas.addEventListener("mouseleave", () => (tip.style.display = "none"));
   canvas.addEventListener("click", (e) => {
     if (drag && drag.moved) return;
-    const i = itemAt(e.offsetX, e.offsetY);
+    const i = itemAt(v, payload, model.get("rows").length, e.offsetX, e.offsetY);
     if (i < 0) return;
     model.set("selected", payload.event[i]);
     model.save_changes();
     draw();
   });
-  canvas.addEventListener("dblclick", () => setView(0, span));
-  zoomIn.onclick = () => setView(t0 + (t1 - t0) * 0.25, t1 - (t1 - t0) * 0.25);
-  zoomOut.onclick = () => setView(t0 - (t1 - t0) * 0.5, t1 + (t1 - t0) * 0.5);
-  reset.onclick = () => setView(0, span);
+  canvas.addEventListener("dblclick", () => setView(0, v.span));
+  dom.zoomIn.onclick = () => setView(v.t0 + (v.t1 - v.t0) * 0.25, v.t1 - (v.t1 - v.t0) * 0.25);
+  dom.zoomOut.onclick = () => setView(v.t0 - (v.t1 - v.t0) * 0.5, v.t1 + (v.t1 - v.t0) * 0.5);
+  dom.reset.onclick = () => setView(0, v.span);
 
   model.on("change:data", draw);
   model.on("change:selected", draw);
@@ -447,17 +479,12 @@ function render({ model, el }) {
   model.on("change:rows", draw);
   if (typeof ResizeObserver !== "undefined") {
     new ResizeObserver(() => {
-      const w = Math.max(el.clientWidth || width, 400);
-      if (Math.abs(w - width) > 4) {
-        width = w;
+      const w = Math.max(el.clientWidth || v.width, 400);
+      if (Math.abs(w - v.width) > 4) {
+        v.width = w;
         draw();
       }
     }).observe(el);
-  }
-  const initial = model.get("view");
-  if (initial && initial.length === 2 && initial[1] > initial[0]) {
-    t0 = initial[0];
-    t1 = initial[1];
   }
   draw();
 }

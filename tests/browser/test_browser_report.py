@@ -85,3 +85,54 @@ def test_the_report_opens_on_the_verdict_and_zooms_to_a_step(browser: Any, repor
     page.screenshot(path=str(SCREENSHOTS / "report-verdict-step.png"))
     page.close()
     assert errors == []
+
+
+def test_the_report_explores_ops_like_the_dashboard(browser: Any, report: tuple[Any, Path]):
+    t, path = report
+    summary = t.summary()
+    page = browser.new_page(viewport={"width": 1300, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.route("http*://**", lambda route: (errors.append(f"network: {route.request.url}"), route.abort()))
+    page.goto(path.as_uri())
+    explorer = page.locator("#op-explorer")
+    explorer.locator(".openreg-op-table").wait_for(timeout=20_000)
+    rows = explorer.locator("tr.openreg-op-row")
+    names = lambda: [r.get_attribute("data-name") for r in rows.all()]  # noqa: E731
+    assert names() == summary["name"].tolist()[:200]  # by total time, as the summary
+    # Filter by name, then by kernel kind.
+    explorer.locator(".openreg-op-filter").fill("softmax")
+    expected = [n for n in summary["name"] if "softmax" in n.lower()]
+    assert expected and names() == expected
+    count = explorer.locator(".openreg-op-count").inner_text()
+    assert count.startswith(f"{len(expected)} of {len(summary)} ops")
+    explorer.locator(".openreg-op-filter").fill("")
+    explorer.locator(".openreg-op-kernel").select_option("fallback")
+    assert sorted(names()) == sorted(summary.loc[summary["fallback"] > 0, "name"])
+    explorer.locator(".openreg-op-kernel").select_option("")
+    # Sort by calls (most first), then the other way.
+    explorer.locator("th[data-key=calls]").click()
+    calls = [int(r.locator("td").nth(3).inner_text().replace(",", "")) for r in rows.all()]
+    assert calls == sorted(calls, reverse=True)
+    explorer.locator("th[data-key=calls]").click()
+    calls = [int(r.locator("td").nth(3).inner_text().replace(",", "")) for r in rows.all()]
+    assert calls == sorted(calls)
+    # A click on a row: the timeline outlines the op (and redraws), the details show its path.
+    canvas = page.locator("#timeline canvas").first
+    before = canvas.screenshot()
+    explorer.locator(".openreg-op-filter").fill("aten::addmm")
+    rows.first.click()
+    details = explorer.locator(".openreg-op-details")
+    assert "dispatch path" in details.inner_text() and "aten::addmm" in details.inner_text()
+    assert "AutogradPrivateUse1" in details.inner_text()
+    assert page.evaluate("window.openregReport.timeline.get('highlight')") == "aten::addmm"
+    longest = t.events[(t.events["kind"] == "op") & (t.events["name"] == "aten::addmm")]["dur_ns"].idxmax()
+    assert page.evaluate("window.openregReport.timeline.get('selected')") == int(longest)
+    assert canvas.screenshot() != before
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "report-op-explorer.png"), full_page=False)
+    explorer.scroll_into_view_if_needed()
+    page.screenshot(path=str(SCREENSHOTS / "report-op-explorer-table.png"))
+    page.close()
+    assert errors == []

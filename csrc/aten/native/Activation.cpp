@@ -5,8 +5,8 @@
 
 #include "aten/native/Loops.h"
 
-#include "aten/Fallback.h"
 #include "aten/Registration.h"
+#include "aten/fallback/Fallback.h"
 
 #include <ATen/native/Gelu.h>
 #include <ATen/ops/gelu_backward_ops.h>

@@ -4,8 +4,8 @@
 // so that none of them goes through PyTorch's generic structured wrapper.
 // How a kernel runs, and how dtypes are handled: Loops.h.
 
-#include "aten/Fallback.h"
 #include "aten/Registration.h"
+#include "aten/fallback/Fallback.h"
 #include "aten/native/Loops.h"
 
 #include <ATen/native/BinaryOps.h>

@@ -3,8 +3,8 @@
 
 #include "aten/native/Loops.h"
 
-#include "aten/Fallback.h"
 #include "aten/Registration.h"
+#include "aten/fallback/Fallback.h"
 
 #include <ATen/AccumulateType.h>
 #include <ATen/native/RangeUtils.h>

@@ -14,9 +14,9 @@
 // nothing is copied. BLAS has no integer GEMM, so non-floating dtypes go to
 // the CPU fallback whole, as they would on a vendor library without them.
 
-#include "aten/Fallback.h"
 #include "aten/HostView.h"
 #include "aten/Registration.h"
+#include "aten/fallback/Fallback.h"
 
 #include <ATen/native/Resize.h>
 #include <ATen/ops/addmm.h>

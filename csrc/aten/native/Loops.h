@@ -23,7 +23,7 @@
 // (at::opmath_type), as on CPU. A 0-dim CPU tensor operand ("CPU scalar") is
 // read once by the kernel and folded into the functor (`read_scalar`); its
 // data pointer is ordinary host memory. Inputs whose result dtype a kernel
-// does not compute (complex, ...) go to the CPU fallback (aten/Fallback.h).
+// does not compute (complex, ...) go to the CPU fallback (aten/fallback/Fallback.h).
 
 #include "aten/native/Common.h"
 
@@ -281,8 +281,19 @@ C10_ALWAYS_INLINE T load(const char* p) {
   return *reinterpret_cast<const T*>(p);
 }
 
+// Note [In-place rows]
+// An in-place op (add_, relu_, ...) runs the same row loops with its output
+// operand pointing at one of its inputs. That is safe as written: element i
+// is read and then written at the same address, and no element reads another
+// element's output. So the pointers carry no __restrict__ (which would promise
+// that they never meet): the compiler guards the vectorised loop with a
+// run-time check of how they overlap, and whichever loop runs computes each
+// element on its own, so the result is the CPU's. Outputs that overlap an input
+// only partly, where the order of element writes would show, never get here:
+// TensorIterator's overlap checks reject them first, as on the CPU.
+
 // out[i] = op(in[i]...) over n contiguous elements: the loop the compiler
-// vectorises.
+// vectorises (Note [In-place rows]).
 template <typename out_t, typename... in_t, typename Op, size_t... I>
 C10_ALWAYS_INLINE void contiguous_row(char* const* data, int64_t n, const Op& op,
                                       std::index_sequence<I...>) {

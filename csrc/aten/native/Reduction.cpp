@@ -26,14 +26,14 @@
 //
 // Dtypes: float32, float64, float16, bfloat16, the signed integers, uint8 and
 // bool where CPU accepts them (see "dtypes" below for how few loops that takes).
-// Anything else (complex, ...) is handed to the CPU fallback (aten/Fallback.h)
+// Anything else (complex, ...) is handed to the CPU fallback (aten/fallback/Fallback.h)
 // whole.
 
 #include "aten/native/Common.h"
 #include "aten/native/PairwiseSum.h"
 
-#include "aten/Fallback.h"
 #include "aten/Registration.h"
+#include "aten/fallback/Fallback.h"
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/Parallel.h>

@@ -16,8 +16,8 @@
 
 #include "aten/native/Common.h"
 
-#include "aten/Fallback.h"
 #include "aten/Registration.h"
+#include "aten/fallback/Fallback.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>

@@ -4,8 +4,8 @@
 
 #include "aten/native/Loops.h"
 
-#include "aten/Fallback.h"
 #include "aten/Registration.h"
+#include "aten/fallback/Fallback.h"
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Lerp.h>

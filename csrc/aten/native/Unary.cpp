@@ -6,8 +6,8 @@
 
 #include "aten/native/Loops.h"
 
-#include "aten/Fallback.h"
 #include "aten/Registration.h"
+#include "aten/fallback/Fallback.h"
 
 #include <ATen/ops/abs_ops.h>
 #include <ATen/ops/clamp_max_ops.h>

@@ -1,4 +1,4 @@
-#include "aten/FallbackPolicy.h"
+#include "aten/fallback/FallbackPolicy.h"
 
 #include <c10/util/Exception.h>
 

@@ -1,9 +1,9 @@
 // Switching profiles: see Note [Profiles].
 
-#include "aten/Profile.h"
+#include "aten/fallback/Profile.h"
 
-#include "aten/Fallback.h"
-#include "aten/GenericNative.h"
+#include "aten/fallback/Fallback.h"
+#include "aten/fallback/GenericNative.h"
 #include "trace/DispatchPath.h"
 #include "trace/Hooks.h"
 

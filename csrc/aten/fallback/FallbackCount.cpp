@@ -1,4 +1,4 @@
-#include "aten/FallbackCount.h"
+#include "aten/fallback/FallbackCount.h"
 
 namespace openreg {
 namespace {

@@ -16,6 +16,8 @@
 //      views an argument becomes a view of the original openreg tensor; an
 //      argument the kernel resized or restrided (out=, in-place view ops)
 //      takes the new storage and shape.
+// Steps 1 and 3 are the generic path's side of the loop it shares with the
+// fallback (Note [One boxed call, two ways to run it] in BoxedCall.h).
 // No byte moves: nothing goes through _copy_from (copies_on_this_thread()
 // stays put) and the memory statistics count the results as device memory.
 // Only a result the CPU kernel did not allocate on this thread (a cached

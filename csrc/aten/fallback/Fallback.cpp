@@ -2,30 +2,27 @@
 // CPU, as a real accelerator backend would, and puts the results back on the
 // device.
 //
-// For one call it
-//   1. applies the fallback policy (FallbackPolicy.h), before any data moves;
-//   2. checks devices (Note [Fallback device rules]);
-//   3. copies every openreg tensor argument to the host through the backend's
-//      copy path (Copy.cpp), swaps openreg generators for their CPU engines and
-//      openreg `device=` arguments for cpu;
-//   4. runs the CPU kernel;
-//   5. copies mutated arguments (in-place and out= ops) back into the original
-//      openreg tensors, and moves fresh results to the device.
+// For one call it applies the fallback policy (FallbackPolicy.h), before any
+// data moves, then runs the call through the loop it shares with the generic
+// native path (Note [One boxed call, two ways to run it] in BoxedCall.h),
+// its own way: every openreg tensor argument is copied to the host through
+// the backend's copy path (Copy.cpp), mutated arguments (in-place and out=
+// ops) are copied back into the original openreg tensors, and fresh results
+// move to the device.
 // View operators (results that alias an input, not written) are the exception:
 // they run on host views of the inputs (Note [Device memory is host memory])
 // and their results become views of the original openreg storage, so nothing
 // is copied and later writes through the view reach the original tensor.
 
-#include "aten/Fallback.h"
+#include "aten/fallback/Fallback.h"
 
-#include "aten/BoxedArguments.h"
-#include "aten/FallbackCount.h"
-#include "aten/FallbackPolicy.h"
-#include "aten/GenericNative.h"
 #include "aten/HostView.h"
-#include "aten/Profile.h"
-#include "runtime/Device.h"
-#include "runtime/Generator.h"
+#include "aten/fallback/BoxedArguments.h"
+#include "aten/fallback/BoxedCall.h"
+#include "aten/fallback/FallbackCount.h"
+#include "aten/fallback/FallbackPolicy.h"
+#include "aten/fallback/GenericNative.h"
+#include "aten/fallback/Profile.h"
 #include "trace/Hooks.h"
 #include "trace/KernelEvents.h"
 
@@ -34,7 +31,6 @@
 #include <ATen/core/stack.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
-#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -43,59 +39,6 @@
 
 namespace openreg {
 namespace {
-
-constexpr auto kOpenReg = c10::DeviceType::PrivateUse1;
-
-// Note [Schemas that under-report mutation]
-// A few legacy operators write to arguments their schema does not mark as
-// mutable (no `(a!)`). The fallback must still copy those arguments back, or
-// the write is silently lost. Each entry names the operator, the arguments it
-// writes, and the bool argument that must be true for the write to happen.
-struct HiddenMutation {
-  const char* op;  // name without overload
-  const char* overload;
-  std::vector<const char*> args;
-  const char* only_if;
-};
-
-const std::vector<HiddenMutation>& hidden_mutations() {
-  static const std::vector<HiddenMutation> table = {
-      // Updates the running statistics in training mode; its successor
-      // _native_batch_norm_legit declares them as Tensor(a!).
-      {"aten::native_batch_norm", "", {"running_mean", "running_var"}, "training"},
-  };
-  return table;
-}
-
-const HiddenMutation* hidden_mutation(const c10::FunctionSchema& schema) {
-  for (const HiddenMutation& h : hidden_mutations()) {
-    if (schema.name() == h.op && schema.overload_name() == h.overload) {
-      return &h;
-    }
-  }
-  return nullptr;
-}
-
-// Which arguments the call writes: by its schema, or by the table above.
-std::vector<bool> written_arguments(const c10::FunctionSchema& schema,
-                                    const torch::jit::Stack& stack, size_t first) {
-  const size_t n = schema.arguments().size();
-  std::vector<bool> written(n);
-  for (size_t i = 0; i < n; ++i) {
-    written[i] = is_written(schema.arguments()[i]);
-  }
-  if (const HiddenMutation* h = hidden_mutation(schema)) {
-    auto flag = schema.argumentIndexWithName(h->only_if);
-    if (!flag.has_value() || stack[first + *flag].toBool()) {
-      for (const char* name : h->args) {
-        if (auto i = schema.argumentIndexWithName(name)) {
-          written[*i] = true;
-        }
-      }
-    }
-  }
-  return written;
-}
 
 // An openreg tensor that shares `base`'s storage with the layout of
 // `host_result`, a CPU view computed on host_view(base).
@@ -107,15 +50,10 @@ at::Tensor device_view(const at::Tensor& base, const at::Tensor& host_result) {
   return out;
 }
 
-class Fallback {
+class Fallback final : public BoxedCall {
  public:
   Fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack)
-      : op_(op),
-        schema_(op.schema()),
-        stack_(stack),
-        num_args_(schema_.arguments().size()),
-        first_arg_(stack->size() - num_args_),
-        host_keys_(host_dispatch_keys()) {}
+      : BoxedCall(op, stack, "openreg's CPU fallback"), host_keys_(host_dispatch_keys()) {}
 
   void run() {
     check_fallback_allowed(schema_.operator_name());
@@ -130,112 +68,32 @@ class Fallback {
         "(csrc/aten/native/) is needed.");
     trace::FallbackScope traced(schema_);
     trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
-    find_device();
     aliasing_ = returns_views() && !has_layout_arguments();
-    c10::OptionalDeviceGuard guard(device_);
-
-    written_ = written_arguments(schema_, *stack_, first_arg_);
-    if (!aliasing_) {
-      copy_spans_to_host();
-    }
-    std::vector<c10::IValue> originals(stack_->begin() + first_arg_, stack_->end());
-    for (size_t i = 0; i < num_args_; ++i) {
-      c10::IValue& v = (*stack_)[first_arg_ + i];
-      v = to_host(v, schema_.arguments()[i]);
-    }
-    std::vector<c10::IValue> host_args(stack_->begin() + first_arg_, stack_->end());
-
-    op_.redispatchBoxed(host_keys_, stack_);
-
-    if (!aliasing_) {
-      copy_spans_to_device();
-      for (size_t i = 0; i < num_args_; ++i) {
-        if (written_[i]) {
-          write_back(originals[i], host_args[i]);
-        }
-      }
-    }
-    const size_t num_returns = schema_.returns().size();
-    const size_t first_ret = stack_->size() - num_returns;
-    for (size_t j = 0; j < num_returns; ++j) {
-      const c10::Argument& ret = schema_.returns()[j];
-      c10::IValue& v = (*stack_)[first_ret + j];
-      const int arg = aliased_argument(schema_, ret);
-      if (arg >= 0 && is_written(ret)) {
-        v = originals[arg];  // in-place / out=: the caller's own tensor
-      } else if (arg >= 0 && aliasing_) {
-        v = to_device_view(v, originals[arg]);
-      } else {
-        v = to_device(v);
-      }
-    }
+    run_on_host();
   }
 
  private:
-  // Note [Fallback device rules]
-  // The openreg tensors of one call must all be on the same device. CPU
-  // tensors may join them only as 0-dim scalars, as the `indices` of an
-  // indexing op, or as an argument the schema names `cpu_...` (a nested
-  // tensor's sizes, which live on the host), as on CUDA. Anything else
-  // raises PyTorch's usual "Expected all tensors to be on the same device".
-  void find_device() {
-    for (size_t i = 0; i < num_args_; ++i) {
-      const c10::IValue& v = (*stack_)[first_arg_ + i];
-      const bool indices = schema_.arguments()[i].name() == "indices";
-      if (v.isTensor()) {
-        check_tensor(v.toTensor(), schema_.arguments()[i].name().rfind("cpu_", 0) == 0);
-      } else if (v.isTensorList()) {
-        for (const at::Tensor& t : v.toTensorList()) {
-          check_tensor(t, indices);
-        }
-      } else if (v.isList()) {
-        for (const c10::IValue& e : v.toListRef()) {
-          if (e.isTensor()) {
-            check_tensor(e.toTensor(), indices);
-          }
-        }
-      } else if (v.isDevice() && v.toDevice().type() == kOpenReg) {
-        note_device(v.toDevice());
-      }
-    }
-    for (const c10::Device& cpu : cpu_tensor_devices_) {
-      if (device_.has_value()) {
-        mismatch(*device_, cpu);
-      }
-    }
-    if (!device_.has_value()) {
-      device_ = c10::Device(kOpenReg, current_device());
+  void before_arguments() override {
+    if (!aliasing_) {
+      copy_spans_to_host();
     }
   }
 
-  void check_tensor(const at::Tensor& t, bool indices) {
-    if (!t.defined()) {
-      return;
-    }
-    if (on_openreg(t)) {
-      note_device(t.device());
-    } else if (t.dim() > 0 && !indices) {
-      cpu_tensor_devices_.push_back(t.device());
+  void run_kernel() override {
+    op_.redispatchBoxed(host_keys_, stack_);
+  }
+
+  void after_kernel() override {
+    if (!aliasing_) {
+      copy_spans_to_device();
     }
   }
 
-  void note_device(c10::Device d) {
-    if (d.index() < 0) {
-      d = c10::Device(kOpenReg, current_device());
+  c10::IValue result_to_device(const c10::IValue& result, const c10::IValue* aliased) override {
+    if (aliased != nullptr && aliasing_) {
+      return to_device_view(result, *aliased);
     }
-    if (!device_.has_value()) {
-      device_ = d;
-    } else if (*device_ != d) {
-      mismatch(*device_, d);
-    }
-  }
-
-  [[noreturn]] void mismatch(c10::Device a, c10::Device b) {
-    TORCH_CHECK(false,
-                "Expected all tensors to be on the same device, but found at least "
-                "two devices, ",
-                a, " and ", b, "! (in ", c10::toString(schema_.operator_name()),
-                ", which runs through openreg's CPU fallback)");
+    return to_device(result);
   }
 
   // The CPU keys the call runs on: CPU, plus SparseCPU, SparseCsrCPU or
@@ -268,7 +126,7 @@ class Fallback {
     return false;
   }
 
-  at::Tensor tensor_to_host(const at::Tensor& t, bool is_out = false) {
+  at::Tensor tensor_to_host(const at::Tensor& t, bool is_out) override {
     if (!on_openreg(t)) {
       return t;
     }
@@ -308,30 +166,10 @@ class Fallback {
     return cpu;
   }
 
-  c10::IValue to_host(const c10::IValue& v, const c10::Argument& arg) {
-    if (v.isTensor()) {
-      return tensor_to_host(v.toTensor(), arg.is_out());
+  void write_back(const c10::IValue& original, const c10::IValue& host) override {
+    if (aliasing_) {
+      return;  // a view op: it ran on host views and wrote nothing
     }
-    if (is_tensor_list(v)) {
-      return map_tensors(v, [&](const at::Tensor& t) { return tensor_to_host(t); });
-    }
-    if (v.isDevice() && v.toDevice().type() == kOpenReg) {
-      return c10::Device(c10::kCPU);
-    }
-    if (is_optional_generator(arg)) {
-      // Random ops sample with openreg's generator, not the CPU default one.
-      std::optional<at::Generator> gen;
-      if (v.isGenerator()) {
-        gen = v.toGenerator();
-      }
-      if (!gen.has_value() || gen->device().type() == kOpenReg) {
-        return engine_for(gen, device_->index());
-      }
-    }
-    return v;
-  }
-
-  void write_back(const c10::IValue& original, const c10::IValue& host) {
     auto copy = [this](const at::Tensor& dst, const at::Tensor& src) {
       if (!on_openreg(dst)) {
         return;
@@ -357,9 +195,9 @@ class Fallback {
       return t;
     }
     if (t.is_nested() && !t.is_contiguous()) {
-      return t.contiguous().to(*device_);  // a nested view (transpose) moves only whole
+      return t.contiguous().to(device_);  // a nested view (transpose) moves only whole
     }
-    return t.to(*device_);
+    return t.to(device_);
   }
 
   c10::IValue to_device(const c10::IValue& v) {
@@ -477,16 +315,8 @@ class Fallback {
     }
   }
 
-  const c10::OperatorHandle& op_;
-  const c10::FunctionSchema& schema_;
-  torch::jit::Stack* stack_;
-  const size_t num_args_;
-  const size_t first_arg_;
   const c10::DispatchKeySet host_keys_;
-  std::optional<c10::Device> device_;
-  std::vector<c10::Device> cpu_tensor_devices_;
   bool aliasing_ = false;
-  std::vector<bool> written_;  // per argument: does the op write it?
   std::unordered_map<const c10::TensorImpl*, at::Tensor> moved_;
   std::unordered_map<const c10::StorageImpl*, Span> spans_;
 };

@@ -1,16 +1,14 @@
 // The generic native path: see Note [Generic native path].
 
-#include "aten/GenericNative.h"
+#include "aten/fallback/GenericNative.h"
 
-#include "aten/BoxedArguments.h"
 #include "aten/HostView.h"
-#include "runtime/Device.h"
+#include "aten/fallback/BoxedArguments.h"
+#include "aten/fallback/BoxedCall.h"
 #include "runtime/DeviceAllocator.h"
-#include "runtime/Generator.h"
 #include "trace/Hooks.h"
 
 #include <c10/core/CPUAllocator.h>
-#include <c10/core/DeviceGuard.h>
 #include <c10/core/TensorImpl.h>
 
 #include <atomic>
@@ -19,8 +17,6 @@
 
 namespace openreg {
 namespace {
-
-constexpr auto kOpenReg = c10::DeviceType::PrivateUse1;
 
 thread_local c10::DeviceIndex tls_divert_to = -1;  // >= 0 inside a generic call
 thread_local uint64_t tls_generic_calls = 0;
@@ -118,92 +114,27 @@ at::Tensor on_alias(const c10::Storage& alias, const at::Tensor& t) {
   return out;
 }
 
-class GenericCall {
+class GenericCall final : public BoxedCall {
  public:
   GenericCall(const c10::OperatorHandle& op, torch::jit::Stack* stack)
-      : schema_(op.schema()),
-        op_(op),
-        stack_(stack),
-        num_args_(schema_.arguments().size()),
-        first_arg_(stack->size() - num_args_) {}
+      : BoxedCall(op, stack, "openreg's generic native path") {}
 
   void run() {
     ++tls_generic_calls;
-    find_device();
-    c10::DeviceGuard guard(device_);
-    std::vector<c10::IValue> originals(stack_->begin() + first_arg_, stack_->end());
-    for (size_t i = 0; i < num_args_; ++i) {
-      c10::IValue& v = (*stack_)[first_arg_ + i];
-      v = to_host(v, schema_.arguments()[i]);
-    }
-    std::vector<c10::IValue> host_args(stack_->begin() + first_arg_, stack_->end());
-    {
-      DivertGuard divert(device_.index());
-      op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack_);
-    }
-    for (size_t i = 0; i < num_args_; ++i) {
-      if (is_written(schema_.arguments()[i])) {
-        write_back(originals[i], host_args[i]);
-      }
-    }
-    const size_t num_returns = schema_.returns().size();
-    const size_t first_ret = stack_->size() - num_returns;
-    for (size_t j = 0; j < num_returns; ++j) {
-      const c10::Argument& ret = schema_.returns()[j];
-      c10::IValue& v = (*stack_)[first_ret + j];
-      const int arg = aliased_argument(schema_, ret);
-      if (arg >= 0 && is_written(ret)) {
-        v = originals[arg];  // in-place / out=: the caller's own tensor
-      } else {
-        v = to_device(v);
-      }
-    }
+    run_on_host();
   }
 
  private:
-  // Same rules as the fallback (Note [Fallback device rules]).
-  void find_device() {
-    std::optional<c10::Device> found;
-    bool cpu_operand = false;
-    auto note = [&](c10::Device d) {
-      if (d.index() < 0) {
-        d = c10::Device(kOpenReg, current_device());
-      }
-      TORCH_CHECK(!found.has_value() || *found == d,
-                  "Expected all tensors to be on the same device, but found at least two "
-                  "devices, ",
-                  *found, " and ", d, "! (in ", c10::toString(schema_.operator_name()), ")");
-      found = d;
-    };
-    auto tensor = [&](const at::Tensor& t, bool indices) {
-      if (on_openreg(t)) {
-        note(t.device());
-      } else if (t.defined() && t.dim() > 0 && !indices) {
-        cpu_operand = true;
-      }
-    };
-    for (size_t i = 0; i < num_args_; ++i) {
-      const c10::IValue& v = (*stack_)[first_arg_ + i];
-      const bool indices = schema_.arguments()[i].name() == "indices";
-      if (v.isTensor()) {
-        tensor(v.toTensor(), false);
-      } else if (v.isList()) {
-        for (const c10::IValue& e : v.toListRef()) {
-          if (e.isTensor()) {
-            tensor(e.toTensor(), indices);
-          }
-        }
-      } else if (v.isDevice() && v.toDevice().type() == kOpenReg) {
-        note(v.toDevice());
-      }
-    }
-    TORCH_CHECK(!(cpu_operand && found.has_value()),
-                "Expected all tensors to be on the same device, but found at least two devices, ",
-                *found, " and cpu! (in ", c10::toString(schema_.operator_name()), ")");
-    device_ = found.value_or(c10::Device(kOpenReg, current_device()));
+  void run_kernel() override {
+    DivertGuard divert(device_.index());
+    op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack_);
   }
 
-  at::Tensor tensor_to_host(const at::Tensor& t) {
+  c10::IValue result_to_device(const c10::IValue& result, const c10::IValue* /*aliased*/) override {
+    return to_device(result);  // views of arguments are found by their bytes (inputs_)
+  }
+
+  at::Tensor tensor_to_host(const at::Tensor& t, bool /*is_out*/) override {
     if (!on_openreg(t)) {
       return t;
     }
@@ -219,31 +150,9 @@ class GenericCall {
     return on_alias(it->second, t);
   }
 
-  c10::IValue to_host(const c10::IValue& v, const c10::Argument& arg) {
-    if (v.isTensor()) {
-      return tensor_to_host(v.toTensor());
-    }
-    if (is_tensor_list(v)) {
-      return map_tensors(v, [&](const at::Tensor& t) { return tensor_to_host(t); });
-    }
-    if (v.isDevice() && v.toDevice().type() == kOpenReg) {
-      return c10::Device(c10::kCPU);
-    }
-    if (is_optional_generator(arg)) {
-      std::optional<at::Generator> gen;
-      if (v.isGenerator()) {
-        gen = v.toGenerator();
-      }
-      if (!gen.has_value() || gen->device().type() == kOpenReg) {
-        return engine_for(gen, device_.index());
-      }
-    }
-    return v;
-  }
-
   // The kernel wrote through the host alias: the bytes are already in place;
   // only a new storage (a resize) or a new shape must reach the original.
-  void write_back(const c10::IValue& original, const c10::IValue& host) {
+  void write_back(const c10::IValue& original, const c10::IValue& host) override {
     auto one = [&](const at::Tensor& o, const at::Tensor& h) {
       if (!on_openreg(o)) {
         return;
@@ -305,12 +214,6 @@ class GenericCall {
     return map_tensors(v, [&](const at::Tensor& t) { return tensor_to_device(t); });
   }
 
-  const c10::FunctionSchema& schema_;
-  const c10::OperatorHandle& op_;
-  torch::jit::Stack* stack_;
-  const size_t num_args_;
-  const size_t first_arg_;
-  c10::Device device_{kOpenReg};
   std::unordered_map<const void*, at::Tensor> inputs_;  // host bytes -> original
   std::unordered_map<const c10::StorageImpl*, c10::Storage> adopted_;
   std::unordered_map<const c10::StorageImpl*, c10::Storage> aliases_;  // device -> host alias

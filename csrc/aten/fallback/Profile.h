@@ -2,7 +2,7 @@
 
 // Note [Profiles]
 // A profile decides which operators run natively on openreg, to emulate the
-// operator coverage of another backend (openreg_lab/profiles.py derives the
+// operator coverage of another backend (openreg_lab/dispatch/profiles.py derives the
 // lists, e.g. from torch's native_functions.yaml). With no profile active,
 // nothing here costs anything: the statically registered kernels are the
 // dispatcher's table as usual and no call checks anything.

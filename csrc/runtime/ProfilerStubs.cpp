@@ -5,7 +5,8 @@
 // op and reports the time between them as the op's openreg (device) time,
 // the way it uses CUDA events for CUDA. openreg executes synchronously on the
 // host (Note [Synchronous execution]), so a device event is a reading of the
-// recorder's clock.
+// recorder's clock. It lives with the device it describes (the recorder's
+// Kineto exporter, trace/KinetoProfiler.cpp, needs no device).
 
 #include "runtime/Device.h"
 #include "trace/Clock.h"
@@ -16,7 +17,7 @@
 
 #include <memory>
 
-namespace openreg::trace {
+namespace openreg {
 namespace {
 
 using torch::profiler::impl::ProfilerVoidEventStub;
@@ -30,7 +31,7 @@ struct Stubs final : torch::profiler::impl::ProfilerStubs {
     if (cpu_ns != nullptr) {
       *cpu_ns = c10::getTime();
     }
-    *event = std::make_shared<int64_t>(now_ns());
+    *event = std::make_shared<int64_t>(trace::now_ns());
   }
   // Microseconds between two events, as the CUDA stubs report.
   float elapsed(const ProfilerVoidEventStub* a, const ProfilerVoidEventStub* b) const override {
@@ -60,4 +61,4 @@ const bool registered = [] {
 }();
 
 }  // namespace
-}  // namespace openreg::trace
+}  // namespace openreg

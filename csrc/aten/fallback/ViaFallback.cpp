@@ -19,7 +19,7 @@
 // native_group_norm has the same problem but gets a native kernel
 // (native/GroupNorm.cpp).
 
-#include "aten/Fallback.h"
+#include "aten/fallback/Fallback.h"
 
 #include <torch/library.h>
 

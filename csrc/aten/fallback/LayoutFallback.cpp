@@ -41,9 +41,9 @@
 // init), after every static registration of the extension, so that openreg's
 // own kernels are seen and kept.
 
-#include "aten/LayoutFallback.h"
+#include "aten/fallback/LayoutFallback.h"
 
-#include "aten/Fallback.h"
+#include "aten/fallback/Fallback.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
