@@ -27,9 +27,6 @@ from openreg_lab.device import _compile_events
 #: The names Inductor reads from a PrivateUse1 device module.
 INDUCTOR_HOOKS = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen")
 
-#: The torch.compile backends that run on openreg.
-WORKING_BACKENDS = ("inductor", "eager", "aot_eager")
-
 _lock = threading.Lock()
 _registered = False
 
