@@ -313,3 +313,10 @@ def test_dynamo_sees_openreg_through_its_device_interface():
     assert iface.is_bf16_supported() and iface.is_dtype_supported(torch.bfloat16)
     assert not iface.is_triton_capable()
     assert iface.Worker.get_device_properties().multi_processor_count >= 1
+
+
+def test_the_mode_the_cuda_graphs_error_suggests_works():
+    model = _mlp().to("openreg")
+    x = torch.randn(5, 6)
+    out = torch.compile(model, mode="max-autotune-no-cudagraphs")(x.to("openreg"))
+    torch.testing.assert_close(out.cpu(), _mlp()(x), **F32)
