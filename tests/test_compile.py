@@ -320,3 +320,12 @@ def test_the_mode_the_cuda_graphs_error_suggests_works():
     x = torch.randn(5, 6)
     out = torch.compile(model, mode="max-autotune-no-cudagraphs")(x.to("openreg"))
     torch.testing.assert_close(out.cpu(), _mlp()(x), **F32)
+
+
+def test_compiled_code_reads_the_current_openreg_stream_through_torch_accelerator():
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, torch.Stream]:
+        return x * 2 + 1, torch.accelerator.current_stream()
+
+    out, stream = torch.compile(f, backend=_counter(), fullgraph=True)(torch.ones(3, device="openreg"))
+    assert out.tolist() == [3.0, 3.0, 3.0]
+    assert (stream.device, stream.stream_id) == (torch.device("openreg", 0), 0)
