@@ -248,6 +248,17 @@ def test_from_cuda_runs_a_cuda_script_that_compiles_with_the_default_backend(tmp
     assert compiles.name.str.fullmatch(r"compile \d+/0( backward)?").all(), compiles.name.tolist()
     calls = ev[(ev.kind == "compiled") & ev.fused.isna()].name.tolist()
     assert calls == ["graph 0/0 forward", "graph 0/0 backward"] * 3
+    # the totals count the generated kernels, and the ops compiled code called as top-level ops
+    kernels = ev[(ev.kind == "compiled") & ev.fused.notna()]
+    line = next(x for x in compiled.stderr.splitlines() if x.startswith("compiled kernels"))
+    assert int(line.split()[2]) == len(kernels) > 0
+    addmm = ev[(ev.name == "aten::addmm.out") & ev.parent.isin(ev[ev.kind == "compiled"].id)]
+    assert len(addmm) == 3 * 2  # two Linear layers a forward, three steps
+    top = next(x for x in compiled.stderr.splitlines() if x.startswith("ops (top level)"))
+    ops = ev[ev.kind == "op"]
+    from_compiled = ops.parent.isin(ev[ev.kind.isin(["compiled", "compile"])].id)
+    assert from_compiled.sum() > len(addmm)
+    assert int(top.split()[3]) == int((ops.parent == -1).sum() + from_compiled.sum())
 
 
 def _losses(stdout: str) -> list[tuple[int, str]]:

@@ -288,3 +288,44 @@ def test_options_openreg_cannot_honour_raise_naming_the_option(kwargs, named):
     assert ours, [type(e) for e in chain]
     assert named in str(ours[0])
     assert "torch.compile on openreg does not support" in str(caught.value)
+
+
+def test_dynamo_sees_openreg_through_its_device_interface():
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    iface = torch.openreg.get_device_interface()  # registers, if nothing compiled yet
+    assert iface is get_interface_for_device("openreg") is get_interface_for_device("openreg:1")
+    assert iface.is_available() and iface.device_count() == torch.openreg.device_count() == 2
+    with iface.device(1):
+        assert iface.current_device() == torch.openreg.current_device() == 1
+    assert iface.current_device() == 0
+    assert iface.exchange_device(1) == 0 and torch.openreg.current_device() == 1
+    assert iface.maybe_exchange_device(0) == 1 and torch.openreg.current_device() == 0
+    stream = iface.current_stream()
+    assert isinstance(stream, torch.Stream) and stream.device == torch.device("openreg", 0)
+    event = iface.Event(enable_timing=True)
+    event.record()
+    iface.synchronize()
+    assert event.device == torch.device("openreg", 0) and event.query()
+    x = torch.empty(256, device="openreg")
+    assert iface.memory_allocated(0) == torch.openreg.memory_allocated(0) >= x.nbytes
+    assert (iface.get_compute_capability(), iface.get_raw_stream(0)) == ("", 0)
+    assert iface.is_bf16_supported() and iface.is_dtype_supported(torch.bfloat16)
+    assert not iface.is_triton_capable()
+    assert iface.Worker.get_device_properties().multi_processor_count >= 1
+
+
+def test_the_mode_the_cuda_graphs_error_suggests_works():
+    model = _mlp().to("openreg")
+    x = torch.randn(5, 6)
+    out = torch.compile(model, mode="max-autotune-no-cudagraphs")(x.to("openreg"))
+    torch.testing.assert_close(out.cpu(), _mlp()(x), **F32)
+
+
+def test_compiled_code_reads_the_current_openreg_stream_through_torch_accelerator():
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, torch.Stream]:
+        return x * 2 + 1, torch.accelerator.current_stream()
+
+    out, stream = torch.compile(f, backend=_counter(), fullgraph=True)(torch.ones(3, device="openreg"))
+    assert out.tolist() == [3.0, 3.0, 3.0]
+    assert (stream.device, stream.stream_id) == (torch.device("openreg", 0), 0)

@@ -20,6 +20,7 @@ import openreg_lab
 from openreg_lab import theme
 from openreg_lab.recording import lookup
 from openreg_lab.views.comparison import compare_table
+from openreg_lab.views.coverage_view import CoverageView
 from openreg_lab.views.details import details_html
 from openreg_lab.views.lod import COLOR_KEYS, PALETTE, Pyramid
 
@@ -113,6 +114,9 @@ def test_coverage_counts_the_calls_compiled_code_makes(compiled):
     assert cov.loc["aten::mm.out", ["hits", "compiled_hits"]].tolist() == [1, 1]
     assert cov.loc["aten::sort.values_stable", ["hits", "compiled_hits"]].tolist() == [2, 1]
     assert cov.loc["aten::relu", ["hits", "compiled_hits"]].tolist() == [1, 0]
+    view = CoverageView(trace=t)  # the coverage explorer shows the column
+    assert view.data.set_index("name").loc["aten::mm.out", "compiled_hits"] == 1
+    assert "calls from compiled code" in view._repr_mimebundle_()["text/html"]
 
 
 def test_views_draw_compiled_code_in_its_own_colour_and_list_the_fused_ops(compiled, tmp_path):

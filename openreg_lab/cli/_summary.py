@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from openreg_lab.cli._common import format_table, ms
@@ -44,7 +45,12 @@ def trace_facts(trace: Any) -> dict[str, str]:
 def totals_table(trace: Any) -> str:
     """Calls, time and bytes of the ops, fallbacks, copies and casts of ``trace``, as a table."""
     ev = trace.events
-    ops = ev[(ev["kind"] == "op") & (ev["parent"] == -1)]
+    # top level: called by the user's code, or by compiled code (torch.compile's graph calls, and
+    # compilations, are not ops: the ops inside them count as top level)
+    parent_kind = ev["kind"].to_numpy()[ev["parent"].clip(lower=0).to_numpy()]
+    in_compiled = (ev["parent"] >= 0).to_numpy() & np.isin(parent_kind, ("compiled", "compile"))
+    ops = ev[(ev["kind"] == "op") & ((ev["parent"] == -1) | in_compiled)]
+    kernels = ev[(ev["kind"] == "compiled") & ev["fused"].notna()]
     fb = ev[ev["kind"] == "fallback"]
     copies = ev[ev["kind"] == "copy"]
     casts = ev[ev["kind"] == "cast"]
@@ -56,6 +62,7 @@ def totals_table(trace: Any) -> str:
 
     rows = [
         row("ops (top level)", ops, False),
+        *([row("compiled kernels", kernels, False)] if len(kernels) else []),
         row("fallbacks", fb, False),
         row("copies", copies, True),
         row("autocast casts", casts, True),

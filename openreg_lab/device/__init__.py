@@ -68,6 +68,14 @@ def _lazy_init() -> None:
     _compile.register_if_dynamo_loaded()
 
 
+def get_device_interface() -> type:
+    """openreg's ``torch._dynamo.device_interface.DeviceInterface`` (registers with Dynamo first)."""
+    _compile.register()
+    from openreg_lab.device import _inductor
+
+    return _inductor.OpenRegInterface
+
+
 def get_amp_supported_dtype() -> list[torch.dtype]:
     """The lower-precision dtypes ``torch.autocast("openreg", dtype=...)`` accepts."""
     return [torch.float16, torch.bfloat16]
@@ -104,6 +112,7 @@ __all__ = [
     "device_of",
     "empty_cache",
     "get_amp_supported_dtype",
+    "get_device_interface",
     "get_memory_limit",
     "get_rng_state",
     "get_rng_state_all",

@@ -9,7 +9,8 @@ in the process, at the first of
 - ``import openreg_lab`` when Dynamo was imported before,
 - Dynamo's first use of the device (it calls ``torch.openreg._lazy_init`` when it traces a frame),
 - Inductor's lookup of ``torch.openreg.Scheduling`` and the other :data:`INDUCTOR_HOOKS`,
-- opening a trace (so that compilations inside it are recorded).
+- opening a trace (so that compilations inside it are recorded),
+- ``torch.openreg.get_device_interface()``.
 
 Options openreg cannot honour raise ``InductorUnsupportedError`` naming the option and what works
 instead (``_compile_options.py``).
@@ -25,9 +26,6 @@ from openreg_lab.device import _compile_events
 
 #: The names Inductor reads from a PrivateUse1 device module.
 INDUCTOR_HOOKS = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen")
-
-#: The torch.compile backends that run on openreg.
-WORKING_BACKENDS = ("inductor", "eager", "aot_eager")
 
 _lock = threading.Lock()
 _registered = False

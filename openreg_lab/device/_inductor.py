@@ -128,7 +128,8 @@ class OpenRegDeviceOpOverrides(DeviceOpOverrides):
 
 
 def fused_ops(nodes: Any) -> str:
-    """The aten overloads the scheduler ``nodes`` of one kernel came from, in order, comma-separated."""
+    """The aten overloads the scheduler ``nodes`` of one kernel came from, each once, comma-separated
+    (node by node; within a node, by FX node name)."""
     names: dict[str, None] = {}
     for node in nodes:
         for snode in node.get_nodes():
@@ -146,9 +147,10 @@ def fused_ops(nodes: Any) -> str:
 # Inductor's kernel code generators ask which language they write through
 # get_current_backend(device type): "cpp" for the CPU, but config.cuda_backend ("triton") for any
 # device it does not know, openreg included. The C++ code generator then misses the rules it keeps
-# for C++ (the dtype of a CSE variable it leaves unset, no float32 upcast of bfloat16 / float16
-# values) and fails or miscompiles. openreg's Scheduling generates each kernel with that answer
-# made "cpp" through Inductor's own config.patch, only while it writes openreg kernels.
+# for C++ (it fills in the dtype of a CSE variable its ops leave unset only for "cpp": an arange
+# failed with an AssertionError; dtype propagation also upcasts bfloat16 / float16 for "triton").
+# openreg's Scheduling generates each kernel with that answer made "cpp" through Inductor's own
+# config.patch, only while it writes openreg kernels.
 
 
 def _as_cpp_kernels(method: Any) -> Any:
@@ -180,7 +182,7 @@ class OpenRegWrapperCodegen(PythonWrapperCodegen):
     """Inductor's Python wrapper for openreg graphs, with the recorder's hooks around each kernel.
 
     The generated module interns its kernels' names once when it loads, calls
-    ``_trace_compiled_begin`` / ``_trace_compiled_end`` around each kernel call (one relaxed atomic
+    ``_trace_compiled_begin`` / ``_trace_scope_end`` around each kernel call (one relaxed atomic
     load each when no trace is open), and wraps its ``call`` in the graph's region (Note [Compiled
     code in the trace]).
     """

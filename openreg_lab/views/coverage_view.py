@@ -31,13 +31,15 @@ COLUMNS = [
     Column("category", "group"),
     Column("hits", "calls in trace", "int"),
     Column("time_ns", "time in trace", "ns"),
+    Column("compiled_hits", "calls from compiled code", "int"),
     Column("tags", "tags"),
 ]
 
 
 def families(cov: pd.DataFrame) -> pd.DataFrame:
     """``coverage()`` with ``family`` (``aten::add``), ``category`` (the first of ``CATEGORY_TAGS``
-    the overload is tagged with, else ``other``), and ``hits`` / ``time_ns`` (0 without a trace)."""
+    the overload is tagged with, else ``other``), and ``hits`` / ``time_ns`` / ``compiled_hits`` (0
+    without a trace)."""
     out = cov.copy()
     out["family"] = out["name"].str.split(".", n=1).str[0]
     cats = []
@@ -45,7 +47,7 @@ def families(cov: pd.DataFrame) -> pd.DataFrame:
         tagset = set(tags) if isinstance(tags, (list, tuple)) else set(str(tags).split(","))
         cats.append(next((t for t in CATEGORY_TAGS if t in tagset), "other"))
     out["category"] = cats
-    for col in ("hits", "time_ns"):
+    for col in ("hits", "time_ns", "compiled_hits"):
         if col not in out:
             out[col] = 0
         out[col] = out[col].fillna(0).astype(np.int64)
