@@ -242,6 +242,12 @@ def test_a_dead_rank_is_an_error_within_the_timeout() -> None:
         dist.all_reduce(x)
         if rank == 1:
             os._exit(0) if sys.argv[4] == "dies" else time.sleep(60)
+        if sys.argv[4] == "hangs":  # Work.wait(timeout): raises after the timeout given to wait
+            start = time.monotonic()
+            try:
+                dist.irecv(x, 1).wait(timeout=datetime.timedelta(seconds=1))
+            except Exception as e:
+                print("wait", type(e).__name__, round(time.monotonic() - start, 1), str(e).splitlines()[0])
         start = time.monotonic()
         try:
             dist.all_reduce(x)
@@ -263,11 +269,16 @@ def test_a_dead_rank_is_an_error_within_the_timeout() -> None:
             for p in (rank0, rank1):
                 p.kill()
                 p.wait(10)
+    wait, _, outs["hangs"] = outs["hangs"].partition("\n")
+    assert wait.startswith("wait DistBackendError"), wait
+    assert 1.0 <= float(wait.split()[2]) < 3.0, wait  # the 1 s given to wait(), not the group's 5 s
+    assert "openreg recv (group '0', rank 0 of 2, 16 bytes of Float on openreg:0) failed" in wait
     for how, out in outs.items():
         assert out.startswith("DistBackendError"), (how, out)
         seconds = int(out.split()[1])
         assert seconds <= 6, out  # within the 5 s timeout (a dead peer: at once)
         assert "openreg allreduce (group '0', rank 0 of 2, 16 bytes of Float on openreg:0) failed" in out
+        # (after the timed-out wait, Gloo has closed the connection: the all-reduce fails at once)
 
 
 def test_cpu_users_init_with_no_backend() -> None:
