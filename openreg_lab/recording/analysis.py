@@ -31,11 +31,12 @@ def nearest_op(events: pd.DataFrame) -> np.ndarray:
 
 
 def self_time(events: pd.DataFrame) -> np.ndarray:
-    """Each event's duration minus its direct children's."""
+    """Each event's duration minus its direct children's (but for collectives: they run on after
+    the op that issued them returns, Note [Collective events])."""
     dur = np.maximum(events["dur_ns"].to_numpy().astype(np.int64), 0)
     parent = events["parent"].to_numpy()
     children = np.zeros(len(events), dtype=np.int64)
-    has = parent >= 0
+    has = (parent >= 0) & (events["kind"].to_numpy() != "collective")
     np.add.at(children, parent[has], dur[has])
     return dur - children
 
