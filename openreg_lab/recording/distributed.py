@@ -78,7 +78,7 @@ def collectives(columns: Columns, t0: int) -> pd.DataFrame:
     key = ["name", "group", "seq", "peer"]
     waited = pd.DataFrame(
         {
-            "name": strings[f["name"][waits]],
+            "name": [str(n).removeprefix("wait ") for n in strings[f["name"][waits]]],
             "group": strings[f["dispatch"][waits]],
             "seq": f["seq"][waits],
             "peer": f["dst"][waits].astype(np.int64),
