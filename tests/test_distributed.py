@@ -181,6 +181,8 @@ def test_ranks_view_and_report_of_several_traces(
     assert table["bytes"].tolist() == [1024, 32, 64, 16] and (table["ranks"] == 2).all()
     page = view.html()
     assert page.count('class="collective"') == 8 and page.count("<tr>") == 5
+    assert set(view.activity["rank"]) == {0, 1} and "c10d::allreduce_" in set(view.activity["name"])
+    assert page.count('class="activity"') >= 8  # each rank's c10d ops at least
     view.table.loc[0, "name"] = "<script>alert(1)</script>"  # every string reaching the page is escaped
     page = view.html()
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
