@@ -29,6 +29,7 @@ class _RankTrace(Protocol):
 
     def collectives(self) -> pd.DataFrame: ...
 
+
 COLLECTIVE = _events.KINDS.index("collective")
 P2P = ("send", "recv")
 
