@@ -140,9 +140,12 @@ def test_dtensor_op(pool: RankPool) -> None:
     assert a == b
 
 
-def test_destroy_and_init_again(pool: RankPool) -> None:
+@pytest.mark.parametrize(
+    ("form", "name"), [("none", "undefined"), ("device_id", "ogloo"), ("pairs", "cpu:gloo,openreg:ogloo")]
+)
+def test_destroy_and_init_again(pool: RankPool, form: str, name: str) -> None:
     # no backend named: torch calls it "undefined" and asks the accelerator's default, ogloo
-    assert pool.run("reinit", free_port()) == [[2.0, 2.0, "undefined"], [2.0, 2.0, "undefined"]]
+    assert pool.run("reinit", free_port(), form) == [[2.0, 2.0, name]] * 2
 
 
 def test_collective_events_and_merged_ranks(pool: RankPool, tmp_path: object) -> None:
