@@ -78,6 +78,13 @@ def test_every_collective_4_ranks(pool4: RankPool) -> None:
     assert all(d["all_gather"] == 4 and d["batch_isend_irecv"] == 1 for d in done)
 
 
+def test_ddp_and_fsdp2_4_ranks(pool4: RankPool) -> None:
+    ddp = pool4.run("ddp_parity", 0.0001, False, False)  # parity asserted on each rank
+    assert all(r["bytes"] == 4 * r["params_bytes"] for r in ddp)
+    counts = pool4.run("fsdp_parity")
+    assert all(c == counts[0] for c in counts)
+
+
 def test_subgroups_4_ranks(pool4: RankPool) -> None:
     # evens all-reduce 0 + 2, odds 1 + 3; the world broadcast from rank 3
     assert pool4.run("subgroups") == [[2.0, 3.0], [4.0, 3.0], [2.0, 3.0], [4.0, 3.0]]
