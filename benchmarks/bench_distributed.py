@@ -5,10 +5,11 @@
 
 Two rank processes on 127.0.0.1 run the same collectives on openreg tensors (through openreg's
 backend: host views handed to Gloo, no copies) and on CPU tensors of the same size (Gloo itself,
-the CPU part of the same group), interleaved round by round; the table shows the medians as bus
+the CPU part of the same group), interleaved round by round; the table shows the medians as
 bandwidth (bytes per rank / time) and openreg's share of Gloo's (1.0 = as fast). openreg is
 measured twice: as it runs by default, with the ranks' agreement check before each collective
-(Note [Ranks agree before Gloo runs]), and with it off (OPENREG_DIST_CHECK=0).
+(Note [Ranks agree before Gloo runs]), and with it off (OPENREG_DIST_CHECK=0), each by its own
+pair of rank processes; each ratio is against Gloo measured by the same pair.
 """
 
 from __future__ import annotations

@@ -213,18 +213,24 @@ def subgroups(rank: int, world: int) -> list[float]:
     return [float(x[0]), float(y[0])]
 
 
-def reinit(rank: int, world: int, port: int) -> list[float]:
-    """``destroy_process_group`` and a second ``init_process_group`` on another port."""
+def reinit(rank: int, world: int, port: int, form: str) -> list[Any]:
+    """``destroy_process_group``, then ``init_process_group`` again on another port, in ``form``:
+    no backend, ``device_id=`` an openreg device, or ``"cpu:gloo,openreg:ogloo"``."""
     dist.destroy_process_group()
     assert not dist.is_initialized()
+    kwargs: dict[str, Any] = {
+        "none": {},
+        "device_id": {"device_id": _dev(rank)},
+        "pairs": {"backend": "cpu:gloo,openreg:ogloo"},
+    }[form]
     dist.init_process_group(
         init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-        timeout=datetime.timedelta(seconds=30),
+        timeout=datetime.timedelta(seconds=30), **kwargs,
     )  # fmt: skip
     x = torch.ones(3, device=_dev(rank))
     dist.all_reduce(x)
     c = torch.ones(2)
-    dist.all_reduce(c)  # init_process_group() with no backend: CPU tensors go to Gloo
+    dist.all_reduce(c)  # CPU tensors go to Gloo in every form
     return [float(x[0]), float(c[0]), dist.get_backend()]
 
 

@@ -78,6 +78,13 @@ def test_every_collective_4_ranks(pool4: RankPool) -> None:
     assert all(d["all_gather"] == 4 and d["batch_isend_irecv"] == 1 for d in done)
 
 
+def test_ddp_and_fsdp2_4_ranks(pool4: RankPool) -> None:
+    ddp = pool4.run("ddp_parity", 0.0001, False, False)  # parity asserted on each rank
+    assert all(r["bytes"] == 4 * r["params_bytes"] for r in ddp)
+    counts = pool4.run("fsdp_parity")
+    assert all(c == counts[0] for c in counts)
+
+
 def test_subgroups_4_ranks(pool4: RankPool) -> None:
     # evens all-reduce 0 + 2, odds 1 + 3; the world broadcast from rank 3
     assert pool4.run("subgroups") == [[2.0, 3.0], [4.0, 3.0], [2.0, 3.0], [4.0, 3.0]]
@@ -140,9 +147,12 @@ def test_dtensor_op(pool: RankPool) -> None:
     assert a == b
 
 
-def test_destroy_and_init_again(pool: RankPool) -> None:
+@pytest.mark.parametrize(
+    ("form", "name"), [("none", "undefined"), ("device_id", "ogloo"), ("pairs", "cpu:gloo,openreg:ogloo")]
+)
+def test_destroy_and_init_again(pool: RankPool, form: str, name: str) -> None:
     # no backend named: torch calls it "undefined" and asks the accelerator's default, ogloo
-    assert pool.run("reinit", free_port()) == [[2.0, 2.0, "undefined"], [2.0, 2.0, "undefined"]]
+    assert pool.run("reinit", free_port(), form) == [[2.0, 2.0, name]] * 2
 
 
 def test_collective_events_and_merged_ranks(pool: RankPool, tmp_path: object) -> None:
@@ -181,6 +191,8 @@ def test_ranks_view_and_report_of_several_traces(
     assert table["bytes"].tolist() == [1024, 32, 64, 16] and (table["ranks"] == 2).all()
     page = view.html()
     assert page.count('class="collective"') == 8 and page.count("<tr>") == 5
+    assert set(view.activity["rank"]) == {0, 1} and "c10d::allreduce_" in set(view.activity["name"])
+    assert page.count('class="activity"') >= 8  # each rank's c10d ops at least
     view.table.loc[0, "name"] = "<script>alert(1)</script>"  # every string reaching the page is escaped
     page = view.html()
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
@@ -191,7 +203,7 @@ def test_ranks_view_and_report_of_several_traces(
     assert Path(out).read_text(encoding="utf-8").count('class="collective"') == 8
 
 
-def test_torchrun_launch_writes_one_trace_per_rank(tmp_path: object) -> None:
+def test_torchrun_launch_writes_one_trace_per_rank(tmp_path: Path) -> None:
     script = os.path.join(str(tmp_path), "train.py")
     with open(script, "w") as f:
         f.write(
@@ -204,7 +216,8 @@ def test_torchrun_launch_writes_one_trace_per_rank(tmp_path: object) -> None:
                 torch.cuda.set_device(rank)
                 model = DDP(torch.nn.Linear(4, 2).cuda(rank))
                 model(torch.randn(3, 4, device="cuda")).sum().backward()
-                print("rank", rank, "grad", float(model.module.weight.grad.sum()))
+                with open(f"grad{rank}.txt", "w") as f:
+                    f.write(repr(float(model.module.weight.grad.sum())))
                 dist.destroy_process_group()
                 """
             )
@@ -217,8 +230,8 @@ def test_torchrun_launch_writes_one_trace_per_rank(tmp_path: object) -> None:
     env = {**os.environ, "PYTHONPATH": REPO, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=180, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    grads = sorted(line for line in proc.stdout.splitlines() if line.startswith("rank"))
-    assert len(grads) == 2 and grads[0].split()[-1] == grads[1].split()[-1]  # DDP averaged them
+    grads = [(tmp_path / f"grad{r}.txt").read_text() for r in (0, 1)]
+    assert grads[0] == grads[1]  # DDP averaged the ranks' gradients
     names = sorted(os.listdir(str(tmp_path)))
     assert "run.rank0.trace" in names and "run.rank1.trace" in names
     assert proc.stderr.count("openreg-lab run: train.py finished") == 1  # only rank 0 prints the summary
@@ -242,6 +255,12 @@ def test_a_dead_rank_is_an_error_within_the_timeout() -> None:
         dist.all_reduce(x)
         if rank == 1:
             os._exit(0) if sys.argv[4] == "dies" else time.sleep(60)
+        if sys.argv[4] == "hangs":  # Work.wait(timeout): raises after the timeout given to wait
+            start = time.monotonic()
+            try:
+                dist.irecv(x, 1).wait(timeout=datetime.timedelta(seconds=1))
+            except Exception as e:
+                print("wait", type(e).__name__, round(time.monotonic() - start, 1), str(e).splitlines()[0])
         start = time.monotonic()
         try:
             dist.all_reduce(x)
@@ -263,11 +282,16 @@ def test_a_dead_rank_is_an_error_within_the_timeout() -> None:
             for p in (rank0, rank1):
                 p.kill()
                 p.wait(10)
+    wait, _, outs["hangs"] = outs["hangs"].partition("\n")
+    assert wait.startswith("wait DistBackendError"), wait
+    assert 1.0 <= float(wait.split()[2]) < 3.0, wait  # the 1 s given to wait(), not the group's 5 s
+    assert "openreg recv (group '0', rank 0 of 2, 16 bytes of Float on openreg:0) failed" in wait
     for how, out in outs.items():
         assert out.startswith("DistBackendError"), (how, out)
         seconds = int(out.split()[1])
         assert seconds <= 6, out  # within the 5 s timeout (a dead peer: at once)
         assert "openreg allreduce (group '0', rank 0 of 2, 16 bytes of Float on openreg:0) failed" in out
+        # (after the timed-out wait, Gloo has closed the connection: the all-reduce fails at once)
 
 
 def test_cpu_users_init_with_no_backend() -> None:

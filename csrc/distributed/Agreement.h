@@ -11,8 +11,10 @@
 // clear error on each rank, naming what each rank passed, and nothing runs.
 //
 // The exchange costs one small round trip per collective (see
-// benchmarks/bench_distributed.py). OPENREG_DIST_CHECK=0 skips it, for
-// programs known to be consistent.
+// benchmarks/bench_distributed.py), and it is synchronous: a group collective,
+// even with async_op=True, returns once every rank of the group has called it
+// (its data still moves asynchronously). OPENREG_DIST_CHECK=0 skips the
+// exchange, for programs known to be consistent: then nothing waits at issue.
 
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>

@@ -112,6 +112,12 @@ bool Work::wait(std::chrono::milliseconds timeout) {
   try {
     transport_->wait(timeout);
   } catch (...) {
+    if (!transport_->isCompleted()) {
+      // The wait timed out, not the collective: it may still complete, and
+      // a later wait() can see it do so.
+      trace::record_collective_wait(info_, start);
+      std::rethrow_exception(named(std::current_exception()));
+    }
     finish_once(std::current_exception());
   }
   finish_once(nullptr);  // a no-op if the transport's callback finished it

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <string>
 
 namespace openreg::trace {
 
@@ -72,6 +73,7 @@ void record_collective_wait(const CollectiveInfo& info, int64_t start_ns) {
   }
   const int64_t end = now_ns();
   Event e = collective_event(info, start_ns);
+  e.name = intern(std::string("wait ").append(info.name));
   e.dur_ns = end - start_ns;
   e.flags = kWait;
   Writer w;

@@ -18,8 +18,9 @@
 //             recv, the root of broadcast/reduce/gather/scatter, -1 otherwise
 //   reserved  the group's size
 //   dur_ns    issue to completion; -1 while it has not completed
-// A caller blocking in Work::wait adds a second Collective event with the
-// same name, group and seq and the kWait flag, spanning the wait.
+// A caller blocking in Work::wait adds a second Collective event, named
+// "wait allreduce" (and so on), with the same group, seq and peer and the
+// kWait flag, spanning the wait.
 // Ranks above 127 do not fit the int8 rank fields; the lab spawns a few.
 
 #include "trace/Recorder.h"

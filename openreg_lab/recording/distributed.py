@@ -11,7 +11,7 @@ the bandwidth.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import pandas as pd
@@ -20,7 +20,15 @@ from openreg_lab.recording import events as _events
 
 if TYPE_CHECKING:
     from openreg_lab.recording.events import Columns
-    from openreg_lab.recording.session import Trace
+
+
+class _RankTrace(Protocol):
+    """What merge_ranks reads of a Trace (session.py imports this module, not the reverse)."""
+
+    _t0: int
+
+    def collectives(self) -> pd.DataFrame: ...
+
 
 COLLECTIVE = _events.KINDS.index("collective")
 P2P = ("send", "recv")
@@ -71,7 +79,7 @@ def collectives(columns: Columns, t0: int) -> pd.DataFrame:
     key = ["name", "group", "seq", "peer"]
     waited = pd.DataFrame(
         {
-            "name": strings[f["name"][waits]],
+            "name": [str(n).removeprefix("wait ") for n in strings[f["name"][waits]]],
             "group": strings[f["dispatch"][waits]],
             "seq": f["seq"][waits],
             "peer": f["dst"][waits].astype(np.int64),
@@ -84,7 +92,7 @@ def collectives(columns: Columns, t0: int) -> pd.DataFrame:
     return frame.reset_index(drop=True)[COLUMNS]
 
 
-def merge_ranks(traces: Sequence[Trace]) -> pd.DataFrame:
+def merge_ranks(traces: Sequence[_RankTrace]) -> pd.DataFrame:
     """The collectives of one trace per rank, lined up: one row per collective and rank.
 
     Rows of one collective share ``key`` (its group and number; a send and the recv that meets it

@@ -8,10 +8,11 @@
     view.collectives()  # one row per collective: bytes, slowest rank, who arrived last and how late
     view                # an SVG timeline (one lane per rank, collectives lined up) and the table
 
-The view is static HTML (no kernel needed): every rank's collectives on one time axis, each drawn
-from issue to completion, with the time that rank spent blocked in ``wait()`` (up to the
-completion) in a lighter shade beneath; hovering a collective names it, its bytes and how late
-that rank arrived.
+The view is static HTML (no kernel needed): every rank's timeline on one time axis (the span of the
+collectives), its top-level ops and backward nodes in a thin row above its collectives, each
+collective drawn from issue to completion, with the time that rank spent blocked in ``wait()`` (up
+to the completion) in a lighter shade beneath; hovering a collective names it, its bytes and how
+late that rank arrived.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from openreg_lab.recording.distributed import merge_ranks
 if TYPE_CHECKING:
     from openreg_lab.recording.session import Trace
 
-_WIDTH, _LANE, _LEFT = 900, 26, 70
+_WIDTH, _LANE, _LEFT = 900, 34, 70
 
 
 class RanksView:
@@ -37,6 +38,7 @@ class RanksView:
 
     def __init__(self, traces: Sequence[Trace]) -> None:
         self.table = merge_ranks(traces)
+        self.activity = _activity(traces, self.table)
 
     def collectives(self) -> pd.DataFrame:
         """One row per collective across ranks (a send and its recv are one, ``send/recv``): name,
@@ -102,8 +104,21 @@ class RanksView:
         for i, r in enumerate(ranks):
             y = i * _LANE
             parts.append(f'<text x="4" y="{y + 17}" font-size="12">rank {int(r)}</text>')
+        for act in self.activity.itertuples():  # what each rank was doing: top-level ops, backward
+            if act.rank not in ranks:
+                continue
+            a0, a1 = max(act.start_ns, t0), min(act.start_ns + act.dur_ns, t1)  # the collectives' span
+            if a1 <= a0:
+                continue
+            y = ranks.index(act.rank) * _LANE
+            x = _LEFT + (a0 - t0) * scale
+            colour = theme.BACKWARD_COLOR if act.kind == "backward" else theme.OTHER_COLOR
+            parts.append(
+                f'<rect class="activity" x="{x:.1f}" y="{y + 2}" width="{max((a1 - a0) * scale, 0.5):.1f}" '
+                f'height="5" fill="{colour}"><title>{html.escape(str(act.name))}</title></rect>'
+            )
         for row in t.itertuples():
-            y = ranks.index(row.global_rank) * _LANE
+            y = ranks.index(row.global_rank) * _LANE + 6
             x = _LEFT + (row.start_ns - t0) * scale
             dur = row.dur_ns if row.dur_ns > 0 else 0
             w = max(dur * scale, 1.5)
@@ -140,7 +155,7 @@ class RanksView:
         rows = []
         for r in c.itertuples():
             last = "" if pd.isna(r.last_rank) else f"rank {int(r.last_rank)}"
-            bw = "" if pd.isna(r.gbytes_per_s) else f"{r.gbytes_per_s:.2f}"
+            bw = "" if pd.isna(r.gbytes_per_s) else f"{r.gbytes_per_s:.3g}"
             rows.append(
                 f"<tr><td>{html.escape(str(r.name))}</td><td>{html.escape(str(r.group))}</td>"
                 f"<td>{int(r.bytes):,}</td><td>{int(r.ranks)}</td><td>{r.dur_ns / 1e3:.1f} us</td>"
@@ -152,3 +167,26 @@ class RanksView:
 def ranks(traces: Sequence[Trace]) -> RanksView:
     """The collectives of one trace per rank, lined up on one clock (see the module doc)."""
     return RanksView(traces)
+
+
+def _activity(traces: Sequence[Trace], table: pd.DataFrame) -> pd.DataFrame:
+    """Each rank's top-level ops and backward nodes on the merged clock: rank, kind, name, start,
+    duration (the context the collectives ran in)."""
+    origin = min(t._t0 for t in traces)
+    parts = []
+    for index, t in enumerate(traces):
+        e = t.events
+        top = e[(e["parent"] < 0) & e["kind"].isin(["op", "backward"]) & (e["dur_ns"] > 0)]
+        ranks = table.loc[table["trace"] == index, "global_rank"]
+        parts.append(
+            pd.DataFrame(
+                {
+                    "rank": int(ranks.iloc[0]) if len(ranks) else index,
+                    "kind": top["kind"].to_numpy(),
+                    "name": top["name"].to_numpy(),
+                    "start_ns": top["start_ns"].to_numpy() + (t._t0 - origin),
+                    "dur_ns": top["dur_ns"].to_numpy(),
+                }
+            )
+        )
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()

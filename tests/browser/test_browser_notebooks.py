@@ -48,6 +48,7 @@ INNER: dict[str, list[str]] = {
     "05-writing-a-kernel.ipynb": [".openreg-coverage .openreg-table tr.openreg-row"],
     "06-emulating-a-backend.ipynb": [".openreg-coverage .openreg-table tr.openreg-row"],
     "07-compile.ipynb": [".openreg-compare .openreg-table", ".openreg-dashboard .openreg-timeline canvas"],
+    "08-distributed.ipynb": [".openreg-dashboard .openreg-timeline canvas", "svg rect.collective"],
 }
 # Where a click on an op row must change the details panel.
 CLICK_ROOT: dict[str, str] = {
