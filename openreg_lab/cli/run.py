@@ -295,9 +295,10 @@ def execute(ns: argparse.Namespace, command: str) -> int:
         policy = openreg_lab.get_fallback_policy()
         stack.enter_context(_sigterm_ends_the_script())
         progress.start()
+        before = set(threading.enumerate())  # ours, or the caller's when run is called in-process
         try:
             code, how = run_target(ns)
-            code, how, left = _wait_for_threads(code, how)
+            code, how, left = _wait_for_threads(code, how, before)
         finally:
             progress.stop()
     if os.getpid() != pid:
@@ -351,20 +352,26 @@ def _sigterm_ends_the_script() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _wait_for_threads(code: int, how: str) -> tuple[int, str, str]:
+def _wait_for_threads(code: int, how: str, before: set[threading.Thread]) -> tuple[int, str, str]:
     """Wait for the script's non-daemon threads, as Python does before it exits, so that the trace
     holds their events; return the exit code, how the run ended and what the trace leaves out
-    ("" when nothing: daemon threads still running, or a Ctrl-C that stopped the wait)."""
-    me = threading.current_thread()
+    ("" when nothing: daemon threads still running, or a Ctrl-C that stopped the wait).
+
+    The script's threads are those it started: the ones alive ``before`` it ran are not its own.
+    """
+
+    def started_by_the_script() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t not in before and t.is_alive()]
+
     try:
         while True:
-            alive = [t for t in threading.enumerate() if t is not me and not t.daemon and t.is_alive()]
+            alive = [t for t in started_by_the_script() if not t.daemon]
             if not alive:
                 break
             for t in alive:
                 t.join()
     except (KeyboardInterrupt, _Terminated):
-        running = [t for t in threading.enumerate() if t is not me and t.is_alive()]
+        running = started_by_the_script()
         return (
             130,
             "was interrupted",
@@ -373,7 +380,7 @@ def _wait_for_threads(code: int, how: str) -> tuple[int, str, str]:
                 "for them: what they did afterwards is not in the trace"
             ),
         )
-    daemons = [t for t in threading.enumerate() if t is not me and t.daemon and t.is_alive()]
+    daemons = [t for t in started_by_the_script() if t.daemon]
     ours = [t for t in daemons if t.name.startswith("openreg-lab")]
     if len(daemons) > len(ours):
         n = len(daemons) - len(ours)
