@@ -295,15 +295,26 @@ def test_a_dead_rank_is_an_error_within_the_timeout() -> None:
 
 
 def test_cpu_users_init_with_no_backend() -> None:
-    """With openreg_lab imported, a CPU-only program's init_process_group() still works (Gloo)."""
-    port = free_port()
+    """With openreg_lab imported, a CPU-only program's init_process_group() still works (Gloo), and
+    destroy_process_group ends the groups' threads."""
+    ports = free_port(), free_port()
     code = textwrap.dedent(
         f"""
-        import sys, torch, torch.distributed as dist
+        import gc, os, sys, torch, torch.distributed as dist
         sys.path.insert(0, {REPO!r})
         import openreg_lab
-        dist.init_process_group(init_method="tcp://127.0.0.1:{port}", rank=0, world_size=1)
+        def gloo_workers():
+            tasks = os.listdir("/proc/self/task")
+            names = [open(f"/proc/self/task/{{t}}/comm").read().strip() for t in tasks]
+            return names.count("pt_gloo_runloop")
+        dist.init_process_group(init_method="tcp://127.0.0.1:{ports[0]}", rank=0, world_size=1)
         x = torch.ones(3); dist.all_reduce(x)
+        y = torch.ones(2, device="openreg"); dist.all_reduce(y)
+        print("workers while the group lives:", gloo_workers())
+        dist.destroy_process_group()
+        gc.collect()
+        print("workers after destroy:", gloo_workers())
+        dist.init_process_group(init_method="tcp://127.0.0.1:{ports[1]}", rank=0, world_size=1)
         from torch.distributed.fsdp import fully_shard
         m = fully_shard(torch.nn.Linear(2, 2))
         print(dist.get_backend(), x.tolist(), type(m.weight).__name__)
@@ -312,8 +323,10 @@ def test_cpu_users_init_with_no_backend() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.split()[0] == "undefined"
-    assert "[1.0, 1.0, 1.0] DTensor" in proc.stdout
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "workers while the group lives: 2"  # one Gloo group, its two workers
+    assert lines[1] == "workers after destroy: 0"
+    assert lines[2] == "undefined [1.0, 1.0, 1.0] DTensor"
 
 
 def test_from_cuda_maps_nccl() -> None:
