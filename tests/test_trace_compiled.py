@@ -173,7 +173,7 @@ def test_a_compile_a_recompile_and_a_graph_break_are_compile_events_with_their_r
     reasons = dict(zip(compile_events.name, compile_events.reason, strict=True))
     assert reasons["recompile 0/1"] == "0/0: tensor 'a' size mismatch at index 0. expected 3, actual 5"
     recompile = int(compile_events[compile_events.name == "recompile 0/1"].id.iloc[0])
-    shown = details_html(tables.details(ev, recompile))  # the details panel, escaped
+    shown = details_html(lookup.details(ev, recompile))  # the details panel, escaped
     assert "<b>reason</b> <code>0/0: tensor &#x27;a&#x27; size mismatch at index 0." in shown
     assert reasons["graph break"].startswith("Call to `torch._dynamo.graph_break()`")
     assert pd.isna(reasons["compile 0/0"])
