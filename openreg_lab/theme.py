@@ -66,6 +66,8 @@ CHROME_CNAMES: dict[str, str] = {
     "cast": "rail_animation",
     "compiled": "cq_build_passed",
     "compile": "startup",
+    "collective": "thread_state_running",
+    "collective wait": "thread_state_iowait",
 }
 
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"
@@ -81,7 +83,7 @@ def kernel_color(kernel: str | None) -> str:
 
 def event_color(kind: str, kernel: str | None = None, name: str | None = None) -> str:
     """The colour of one event: ops by kernel kind, copies by direction, casts, backward nodes,
-    compiled code and compilations."""
+    compiled code and compilations, collectives and the waits on them."""
     if kind == "copy":
         return COPY_COLORS.get(name or "", OTHER_COLOR)
     if kind == "cast":
@@ -94,6 +96,8 @@ def event_color(kind: str, kernel: str | None = None, name: str | None = None) -
         return COMPILED_COLOR
     if kind == "compile":
         return COMPILE_COLOR
+    if kind == "collective":
+        return COLLECTIVE_WAIT_COLOR if (name or "").startswith("wait ") else COLLECTIVE_COLOR
     return kernel_color(kernel)
 
 

@@ -4,9 +4,11 @@ trace, bounded in size, and never losing an event from its totals."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from views_data import tile, training_trace
 
+from openreg_lab import theme
 from openreg_lab.views.lod import COLOR_KEYS, RAW_LIMIT, Pyramid
 from openreg_lab.views.timeline import Timeline, payload, payload_size
 
@@ -54,6 +56,31 @@ def test_every_slice_is_drawn_once_with_its_kernel_colour(trace):
     for d in ("H2D", "D2H", "D2D"):
         assert colors.count(d) == int(((ev["kind"] == "copy") & (ev["name"] == d)).sum())
     assert [name for _, name in p.marks] == ["step 0", "step 1"]
+
+
+def test_collectives_have_a_lane_of_their_own_and_waits_their_colour(trace):
+    ev = trace.events
+    n = len(ev)
+    extra = ev.iloc[:3].copy()
+    extra["id"] = np.arange(n, n + 3)
+    extra["parent"] = [0, -1, 0]  # issued inside an op, which returns before they complete
+    extra["kind"] = "collective"
+    extra["name"] = ["allreduce", "wait allreduce", "broadcast"]
+    extra["dur_ns"] = 1000
+    both = pd.concat([ev, extra], ignore_index=True)
+    p = Pyramid(both)
+    assert [r.lane for r in p.rows][-1] == "collectives"
+    raw = p.levels[0]
+    row_of = dict(zip(raw.event.tolist(), raw.row.tolist(), strict=True))
+    assert {row_of[i] for i in range(n, n + 3)} == {len(p.rows) - 1}
+    assert [COLOR_KEYS[p.color[i]] for i in range(n, n + 3)] == [
+        "collective",
+        "collective wait",
+        "collective",
+    ]
+    assert theme.event_color("collective", name="wait allreduce") == theme.COLLECTIVE_WAIT_COLOR
+    assert theme.event_color("collective", name="allreduce") == theme.COLLECTIVE_COLOR
+    assert [r.lane for r in Pyramid(ev).rows] == [r.lane for r in p.rows][:-1]  # the rest is unchanged
 
 
 def test_the_pyramid_never_loses_a_slice_and_stays_bounded(trace):

@@ -83,6 +83,8 @@ def _cname(kind: str, kernel: object, name: str) -> str | None:
         return theme.CHROME_CNAMES.get(name)
     if kind in ("cast", "backward", "compiled", "compile"):
         return theme.CHROME_CNAMES[kind]
+    if kind == "collective":
+        return theme.CHROME_CNAMES["collective wait" if name.startswith("wait ") else "collective"]
     if kind == "fallback":
         return theme.CHROME_CNAMES["fallback"]
     return theme.CHROME_CNAMES.get(kernel) if isinstance(kernel, str) else None

@@ -38,6 +38,8 @@ COLOR_KEYS = (
     "cast",
     "compiled",
     "compile",
+    "collective",
+    "collective wait",
 )
 PALETTE = [
     *(theme.KERNEL_COLORS[k] for k in ("native", "fallback", "composite", "generic")),
@@ -47,6 +49,8 @@ PALETTE = [
     theme.CAST_COLOR,
     theme.COMPILED_COLOR,
     theme.COMPILE_COLOR,
+    theme.COLLECTIVE_COLOR,
+    theme.COLLECTIVE_WAIT_COLOR,
 ]
 _SLICE_KINDS = ("op", "backward", "fallback", "compiled", "compile")
 
@@ -141,6 +145,12 @@ class Pyramid:
         if is_cast.any():
             row_of[is_cast] = len(rows)
             rows.append(Row("casts", 0))
+        # A collective runs on after the op that issued it returns (Note [Collective events]), so
+        # it has a lane of its own instead of nesting under that op; a wait on one is drawn there too.
+        is_collective = kind.eq("collective")
+        if is_collective.any():
+            row_of[is_collective] = len(rows)
+            rows.append(Row("collectives", 0))
         self.rows = rows
         self.color = _colors(kind, _Codes(events["kernel"].to_numpy()), names)
         drawn = np.flatnonzero(row_of >= 0)
@@ -236,6 +246,11 @@ class _Codes:
         code = self.index.get(label)
         return self.codes == code if code is not None else np.zeros(len(self.codes), dtype=bool)
 
+    def startswith(self, prefix: str) -> np.ndarray:
+        """A mask of the rows whose label starts with ``prefix``."""
+        hits = [code for label, code in self.index.items() if str(label).startswith(prefix)]
+        return np.isin(self.codes, hits)
+
     def isin(self, labels: tuple[str, ...]) -> np.ndarray:
         """A mask of the rows equal to any of ``labels``."""
         return np.isin(self.codes, [self.index[x] for x in labels if x in self.index])
@@ -255,6 +270,9 @@ def _colors(kind: _Codes, kernel: _Codes, names: _Codes) -> np.ndarray:
     out[kind.eq("cast")] = code["cast"]
     out[kind.eq("compiled")] = code["compiled"]
     out[kind.eq("compile")] = code["compile"]
+    is_collective = kind.eq("collective")
+    out[is_collective] = code["collective"]
+    out[is_collective & names.startswith("wait ")] = code["collective wait"]
     return out
 
 

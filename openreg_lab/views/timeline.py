@@ -35,6 +35,8 @@ COLOR_NAMES = [
     "cast",
     "compiled",
     "compile",
+    "collective",
+    "collective wait",
 ]
 assert len(COLOR_NAMES) == len(COLOR_KEYS) == len(PALETTE)
 
