@@ -179,3 +179,24 @@ def test_sigterm_ends_the_script_and_keeps_the_partial_trace(tmp_path):
     assert proc.returncode == 143, err
     assert "slow.py was terminated (SIGTERM) (exit code 143)" in err
     assert openreg_lab.load_trace(tmp_path / "t.trace").fallbacks()["name"].tolist() == ["aten::cumsum.out"]
+
+
+POOL = """
+from concurrent.futures import ThreadPoolExecutor
+import torch
+import openreg_lab
+x = torch.ones(16, device="openreg")
+pool = ThreadPoolExecutor(2)  # never shut down, as Inductor's compile pool is not
+print(sum(f.result().sum().item() for f in [pool.submit(x.cumsum, 0) for _ in range(10)]))
+"""
+
+
+def test_an_idle_thread_pool_the_script_leaves_open_does_not_keep_run_waiting(tmp_path):
+    # Python stops a pool's idle workers before it joins threads at exit; run waited for them for ever.
+    (tmp_path / "pool.py").write_text(POOL)
+    p = run_openreg_lab("run", "--trace", "t.trace", "pool.py", cwd=tmp_path, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == str(float(10 * sum(range(1, 17))))
+    ev = openreg_lab.load_trace(tmp_path / "t.trace").events
+    assert int((ev["kind"] == "fallback").sum()) == 10  # every task's cumsum, run on the pool's threads
+    assert "not in the trace" not in p.stderr

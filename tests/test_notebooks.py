@@ -141,7 +141,9 @@ def test_make_lab_opens_jupyterlab_on_the_notebooks_after_the_set_up():
     import tomllib
 
     root = Path(__file__).resolve().parents[1]
-    dry = subprocess.run(["make", "-n", "lab"], cwd=root, capture_output=True, text=True, check=True)
+    dry = subprocess.run(
+        ["make", "--no-print-directory", "-n", "lab"], cwd=root, capture_output=True, text=True, check=True
+    )
     assert dry.stdout.splitlines() == [
         "bash scripts/setup.sh",
         ".venv/bin/python -m jupyter lab --ServerApp.root_dir=notebooks",

@@ -358,14 +358,21 @@ def _wait_for_threads(code: int, how: str, before: set[threading.Thread]) -> tup
     ("" when nothing: daemon threads still running, or a Ctrl-C that stopped the wait).
 
     The script's threads are those it started: the ones alive ``before`` it ran are not its own.
+    The workers of ``concurrent.futures`` thread pools are not waited for: at exit Python first
+    tells them to stop and only then joins threads, so an idle worker (Inductor's compile pool, a
+    pool the script never shut down) would keep this wait from ever ending. A task still running in
+    such a pool when the script ends is therefore not waited for.
     """
+    from concurrent.futures import thread as pool_threads
+
+    queues = getattr(pool_threads, "_threads_queues", {})  # a pool's workers and their queues
 
     def started_by_the_script() -> list[threading.Thread]:
         return [t for t in threading.enumerate() if t not in before and t.is_alive()]
 
     try:
         while True:
-            alive = [t for t in started_by_the_script() if not t.daemon]
+            alive = [t for t in started_by_the_script() if not t.daemon and t not in queues]
             if not alive:
                 break
             for t in alive:
