@@ -253,21 +253,83 @@ def mixed_devices(rank: int, world: int) -> dict[str, str]:
 
 
 def mismatch(rank: int, world: int, what: str) -> str:
-    """Ranks disagreeing on the shape or dtype get the same clear error, and the group lives on."""
+    """Ranks disagreeing on the call get the same clear error, and the group lives on.
+
+    On a fresh group, whose first call nobody can have predicted: every rank waits for the
+    agreement (Note [Ranks agree before Gloo runs]), so nothing is sent.
+    """
     dev = _dev(rank)
-    if what == "shape":
-        x = torch.ones(4 + rank, device=dev)
-    else:
-        x = torch.ones(4, device=dev, dtype=torch.float32 if rank == 0 else torch.int64)
+    group = dist.new_group()
+    x = torch.ones(4, device=dev)
     message = ""
     try:
-        dist.all_reduce(x)
+        if what == "shape":
+            dist.all_reduce(torch.ones(4 + rank, device=dev), group=group)
+        elif what == "dtype":
+            dist.all_reduce(x if rank == 0 else x.long(), group=group)
+        elif what == "root":
+            dist.broadcast(x, src=rank, group=group)
+        else:  # the reduce op
+            dist.all_reduce(x, op=dist.ReduceOp.SUM if rank == 0 else dist.ReduceOp.MAX, group=group)
     except ValueError as e:
         message = str(e)
     y = torch.ones(2, device=dev)
-    dist.all_reduce(y)  # the group still works
+    dist.all_reduce(y, group=group)  # the group still works
     assert float(y[0]) == world
+    dist.destroy_process_group(group)
     return message
+
+
+def mismatch_ahead(rank: int, world: int) -> dict[str, str]:
+    """A rank that makes the predicted call runs ahead; another rank disagreeing stops the group.
+
+    Both get the same ValueError; later collectives of that group say why it stopped; the default
+    group is untouched.
+    """
+    dev = _dev(rank)
+    group = dist.new_group()
+    x = torch.ones(4, device=dev)
+    for _ in range(3):  # the group learns that all_reduce of 4 floats follows itself
+        dist.all_reduce(x, group=group)
+    errors = {}
+    try:
+        # rank 0 repeats the predicted call (and issues it at once); the others do not
+        dist.all_reduce(x if rank == 0 else torch.ones(5, device=dev), group=group)
+    except ValueError as e:
+        errors["mismatch"] = str(e)
+    try:
+        dist.all_reduce(x, group=group)
+    except RuntimeError as e:
+        errors["after"] = str(e)
+    dist.destroy_process_group(group)
+    y = torch.ones(2, device=dev)
+    dist.all_reduce(y)
+    assert float(y[0]) == world
+    return errors
+
+
+def predicted_call_runs_ahead(rank: int, world: int) -> bool:
+    """A predicted async collective returns before the other ranks call it (no exchange to wait
+    for); an unpredicted one waits for them. Rank 1 calls only once rank 0 says it returned."""
+    dev = _dev(rank)
+    store = dist.distributed_c10d._get_default_store()
+    group = dist.new_group()
+    x = torch.ones(8, device=dev)
+    dist.all_reduce(x, group=group)
+    dist.all_reduce(x, group=group)  # now predicted: all_reduce of 8 floats follows itself
+    if rank == 0:
+        work = dist.all_reduce(x, group=group, async_op=True)
+        store.set("ahead/returned", "1")  # only reached if the call did not wait for rank 1
+        work.wait()
+    else:
+        store.wait(["ahead/returned"], datetime.timedelta(seconds=20))
+        dist.all_reduce(x, group=group)
+    dist.barrier(group=group)
+    if rank == 0:
+        store.delete_key("ahead/returned")
+    assert float(x[0]) == world**3
+    dist.destroy_process_group(group)
+    return True
 
 
 def _mlp(unused: bool = False) -> nn.Module:

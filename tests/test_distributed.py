@@ -101,15 +101,35 @@ def test_mixed_cpu_and_openreg(pool: RankPool) -> None:
         assert "openreg:" in e["two devices"] and "cpu" in e["two devices"]
 
 
-@pytest.mark.parametrize("what", ["shape", "dtype"])
+@pytest.mark.parametrize("what", ["shape", "dtype", "root", "reduce op"])
 def test_mismatch_is_a_clear_error_on_every_rank(pool: RankPool, what: str) -> None:
     messages = pool.run("mismatch", what)
     assert messages[0] == messages[1]
     assert "the ranks of the group passed different tensors" in messages[0]
-    if what == "shape":
-        assert "rank 0: one Float tensor of shape [4]; rank 1: one Float tensor of shape [5]" in messages[0]
-    else:
-        assert "rank 0: one Float tensor of shape [4]; rank 1: one Long tensor of shape [4]" in messages[0]
+    assert messages[0].endswith("; nothing was sent")
+    expected = {
+        "shape": "rank 0: one Float tensor of shape [4]; rank 1: one Float tensor of shape [5]",
+        "dtype": "rank 0: one Float tensor of shape [4]; rank 1: one Long tensor of shape [4]",
+        "root": "rank 0: one Float tensor of shape [4], root 0; rank 1: one Float tensor of shape [4], "
+        "root 1",
+        "reduce op": "rank 0: one Float tensor of shape [4], SUM; rank 1: one Float tensor of shape [4], MAX",
+    }
+    assert expected[what] in messages[0]
+
+
+def test_a_rank_running_ahead_meets_the_disagreement(pool: RankPool) -> None:
+    errors = pool.run("mismatch_ahead")
+    message = errors[0]["mismatch"]
+    assert errors[1]["mismatch"] == message
+    assert "rank 0: one Float tensor of shape [4]; rank 1: one Float tensor of shape [5]" in message
+    assert "some ranks had issued it ahead of this check, so the group was stopped" in message
+    for e in errors:  # the stopped group says why, and the default group went on (asserted in the body)
+        assert "this group can no longer be used, an earlier collective stopped it" in e["after"]
+        assert "passed different tensors" in e["after"]
+
+
+def test_a_predicted_collective_does_not_wait_for_the_agreement(pool: RankPool) -> None:
+    assert pool.run("predicted_call_runs_ahead", timeout=60) == [True, True]
 
 
 @pytest.mark.parametrize(

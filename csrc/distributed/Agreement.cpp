@@ -3,6 +3,7 @@
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -12,50 +13,54 @@ namespace openreg::distributed {
 
 namespace {
 
-constexpr int64_t kMaxDims = 6;
-// op hash, dtype, tensors, elements, ndim, then up to kMaxDims sizes.
-constexpr int64_t kFields = 5 + kMaxDims;
+using Fields = std::array<int64_t, Signature::kFields>;
 
-std::vector<int64_t> summary(std::string_view op, const std::vector<at::Tensor>& tensors) {
-  std::vector<int64_t> s(kFields, -1);
-  s[0] = static_cast<int64_t>(std::hash<std::string_view>{}(op) >> 1);
-  s[2] = static_cast<int64_t>(tensors.size());
-  s[3] = 0;
-  for (const at::Tensor& t : tensors) {
-    s[3] += t.numel();
-  }
-  if (!tensors.empty()) {
-    const at::Tensor& first = tensors.front();
-    s[1] = static_cast<int64_t>(first.scalar_type());
-    s[4] = first.dim();
-    for (int64_t d = 0; d < std::min<int64_t>(first.dim(), kMaxDims); ++d) {
-      s[5 + d] = first.size(d);
-    }
-  }
-  return s;
+// Indices into Signature::fields.
+enum Field : int { kOp, kDtype, kTensors, kElements, kRoot, kReduceOp, kDims, kSizes };
+
+// A row of the exchange: the signature, then whether the rank ran ahead.
+constexpr int64_t kRow = Signature::kFields + 1;
+
+// A group keeps at most this many predictions; past it, it starts again
+// (every rank at the same call, since their histories are the same).
+constexpr size_t kMaxPredictions = 4096;
+
+const char* reduce_op_name(int64_t op) {
+  static constexpr const char* kNames[] = {"SUM",  "AVG", "PRODUCT", "MIN",        "MAX",
+                                           "BAND", "BOR", "BXOR",    "PREMUL_SUM", "UNUSED"};
+  return op >= 0 && op < static_cast<int64_t>(std::size(kNames)) ? kNames[op] : "?";
 }
 
-std::string describe(const int64_t* s, std::string_view op, int64_t own_op) {
+// What one rank passed, for the error. `differs` says which of the root and
+// the reduce op to name (only those that differ between the ranks).
+std::string describe(const int64_t* s, std::string_view op, int64_t own_op, bool root_differs,
+                     bool reduce_op_differs) {
   std::ostringstream out;
-  if (s[0] != own_op) {
+  if (s[kOp] != own_op) {
     out << "another collective than " << op;
     return out.str();
   }
-  if (s[2] == 0) {
+  if (s[kTensors] == 0) {
     out << "no tensor";
-    return out.str();
-  }
-  out << (s[2] == 1 ? "one " : std::to_string(s[2]) + " tensors, the first ")
-      << c10::toString(static_cast<at::ScalarType>(s[1])) << " tensor of shape [";
-  for (int64_t d = 0; d < s[4]; ++d) {
-    out << (d ? ", " : "") << (d < kMaxDims ? std::to_string(s[5 + d]) : "...");
-    if (d >= kMaxDims) {
-      break;
+  } else {
+    out << (s[kTensors] == 1 ? "one " : std::to_string(s[kTensors]) + " tensors, the first ")
+        << c10::toString(static_cast<at::ScalarType>(s[kDtype])) << " tensor of shape [";
+    for (int64_t d = 0; d < s[kDims]; ++d) {
+      out << (d ? ", " : "") << (d < Signature::kMaxDims ? std::to_string(s[kSizes + d]) : "...");
+      if (d >= Signature::kMaxDims) {
+        break;
+      }
+    }
+    out << "]";
+    if (s[kTensors] > 1) {
+      out << " (" << s[kElements] << " elements in all)";
     }
   }
-  out << "]";
-  if (s[2] > 1) {
-    out << " (" << s[3] << " elements in all)";
+  if (root_differs) {
+    out << ", root " << s[kRoot];
+  }
+  if (reduce_op_differs) {
+    out << ", " << reduce_op_name(s[kReduceOp]);
   }
   return out.str();
 }
@@ -70,33 +75,142 @@ bool agreement_checked() {
   return checked;
 }
 
-void check_agreement(c10d::Backend& group, std::string_view op,
-                     const std::vector<at::Tensor>& tensors) {
-  if (!agreement_checked() || group.getSize() < 2) {
-    return;
+Signature::Signature(std::string_view op, const std::vector<at::Tensor>& tensors, int64_t root,
+                     int64_t reduce_op) {
+  fields.fill(-1);
+  fields[kOp] = static_cast<int64_t>(std::hash<std::string_view>{}(op) >> 1);
+  fields[kTensors] = static_cast<int64_t>(tensors.size());
+  fields[kElements] = 0;
+  for (const at::Tensor& t : tensors) {
+    fields[kElements] += t.numel();
   }
-  const std::vector<int64_t> mine = summary(op, tensors);
-  const int size = group.getSize();
-  at::Tensor in = at::empty({kFields}, at::kLong);
-  std::memcpy(in.data_ptr<int64_t>(), mine.data(), kFields * sizeof(int64_t));
-  at::Tensor all = at::empty({size * kFields}, at::kLong);
-  group._allgather_base(all, in, c10d::AllgatherOptions())->wait();
-  const int64_t* rows = all.const_data_ptr<int64_t>();
-  bool agree = true;
-  for (int r = 1; r < size; ++r) {
-    agree &= std::memcmp(rows, rows + r * kFields, kFields * sizeof(int64_t)) == 0;
+  fields[kRoot] = root;
+  fields[kReduceOp] = reduce_op;
+  if (!tensors.empty()) {
+    const at::Tensor& first = tensors.front();
+    fields[kDtype] = static_cast<int64_t>(first.scalar_type());
+    fields[kDims] = first.dim();
+    for (int64_t d = 0; d < std::min<int64_t>(first.dim(), kMaxDims); ++d) {
+      fields[kSizes + d] = first.size(d);
+    }
   }
-  if (agree) {
-    return;
+}
+
+size_t Signature::hash() const {
+  size_t h = 0;
+  for (int64_t f : fields) {
+    h = h * 1000003u ^ std::hash<int64_t>{}(f);
   }
-  std::ostringstream what;
-  what << "openreg " << op << ": the ranks of the group passed different tensors (";
-  for (int r = 0; r < size; ++r) {
-    what << (r ? "; " : "") << "rank " << r << ": " << describe(rows + r * kFields, op, mine[0]);
+  return h;
+}
+
+Exchange::Exchange(std::shared_ptr<Agreement> agreement, std::string op, const Signature& mine,
+                   bool ahead)
+    : agreement_(std::move(agreement)), op_(std::move(op)), ahead_(ahead) {
+  c10d::Backend& group = *agreement_->transport_;
+  row_ = at::empty({kRow}, at::kLong);
+  std::memcpy(row_.data_ptr<int64_t>(), mine.fields.data(), sizeof(Fields));
+  row_.data_ptr<int64_t>()[Signature::kFields] = ahead ? 1 : 0;
+  rows_ = at::empty({group.getSize() * kRow}, at::kLong);
+  work_ = group._allgather_base(rows_, row_, c10d::AllgatherOptions());
+}
+
+void Exchange::verify() {
+  std::call_once(verified_, [&] {
+    const int size = static_cast<int>(rows_.numel() / kRow);
+    const int64_t* rows = rows_.const_data_ptr<int64_t>();
+    const int rank = agreement_->transport_->getRank();
+    auto at = [&](int r, int field) { return rows[r * kRow + field]; };
+    bool agree = true;
+    bool anyone_ahead = false;
+    bool root_differs = false;
+    bool reduce_op_differs = false;
+    for (int r = 0; r < size; ++r) {
+      agree &= std::memcmp(rows, rows + r * kRow, sizeof(Fields)) == 0;
+      anyone_ahead |= at(r, Signature::kFields) != 0;
+      root_differs |= at(r, kRoot) != at(0, kRoot);
+      reduce_op_differs |= at(r, kReduceOp) != at(0, kReduceOp);
+    }
+    if (agree) {
+      return;
+    }
+    std::ostringstream what;
+    what << "openreg " << op_ << ": the ranks of the group passed different tensors (";
+    for (int r = 0; r < size; ++r) {
+      what << (r ? "; " : "") << "rank " << r << ": "
+           << describe(rows + r * kRow, op_, at(rank, kOp), root_differs, reduce_op_differs);
+    }
+    what << "). Every rank must call the same collective with tensors of the same shape and "
+            "dtype";
+    if (anyone_ahead) {
+      what << "; some ranks had issued it ahead of this check, so the group was stopped";
+    } else {
+      what << "; nothing was sent";
+    }
+    disagreement_ = what.str();
+    if (anyone_ahead) {
+      // A rank that ran ahead is inside a Gloo callback here: only a rank that
+      // waited aborts the transport (Note [Ranks agree before Gloo runs]).
+      agreement_->end_group(disagreement_, /*abort=*/!ahead_);
+    }
+  });
+  TORCH_CHECK_VALUE(disagreement_.empty(), disagreement_);
+}
+
+std::shared_ptr<Exchange> Agreement::start(std::string_view op, const Signature& mine) {
+  if (!agreement_checked() || transport_->getSize() < 2) {
+    return nullptr;
   }
-  what << "). Every rank must call the same collective with tensors of the same shape and "
-          "dtype; nothing was sent";
-  TORCH_CHECK_VALUE(false, what.str());
+  bool ahead = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (last_.has_value()) {
+      auto it = next_.find(last_->hash());
+      ahead = it != next_.end() && it->second == mine;
+    }
+    if (ahead) {
+      remember(mine);
+    }
+  }
+  auto exchange = std::make_shared<Exchange>(shared_from_this(), std::string(op), mine, ahead);
+  if (!ahead) {
+    exchange->work()->wait();
+    exchange->verify();
+    std::lock_guard<std::mutex> lock(mutex_);
+    remember(mine);
+  }
+  return exchange;
+}
+
+void Agreement::remember(const Signature& sig) {
+  if (last_.has_value()) {
+    const size_t key = last_->hash();
+    if (next_.size() >= kMaxPredictions && next_.count(key) == 0) {
+      next_.clear();
+    }
+    next_[key] = sig;
+  }
+  last_ = sig;
+}
+
+void Agreement::check_usable(std::string_view op) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  TORCH_CHECK_WITH(DistBackendError, ended_.empty(), "openreg ", op,
+                   ": this group can no longer be used, an earlier collective stopped it: ", ended_,
+                   ". Destroy the group (torch.distributed.destroy_process_group) and ",
+                   "create it again");
+}
+
+void Agreement::end_group(const std::string& why, bool abort) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (ended_.empty()) {
+      ended_ = why;
+    }
+  }
+  if (abort) {
+    transport_->abort();
+  }
 }
 
 }  // namespace openreg::distributed

@@ -2,24 +2,46 @@
 
 // Note [Ranks agree before Gloo runs]
 // Gloo trusts every rank to pass tensors of the same size: when two ranks
-// disagree (one all-reduces 4 floats, the other 8, or float32 against int64),
-// its transport thread throws where nothing can catch it and the process is
-// terminated. So before a collective whose ranks must agree, the backend
-// all-gathers a small summary of its arguments (the collective, the dtype,
-// the number of tensors and elements, the first tensor's shape) on the same
-// Gloo group and compares them on every rank; a disagreement raises the same
-// clear error on each rank, naming what each rank passed, and nothing runs.
+// disagree (one all-reduces 4 floats, the other 8), the rank expecting fewer
+// bytes is terminated by Gloo's transport thread, where nothing can catch the
+// error; float32 against int32 of the same size sums bit patterns silently.
+// So each collective whose ranks must agree comes with an exchange: every rank
+// all-gathers its call's signature (the collective, dtype, number of tensors
+// and elements, first shape, root and reduce op) on the same Gloo group and
+// compares them; a disagreement raises the same clear ValueError on every
+// rank, naming what each rank passed.
 //
-// The exchange costs one small round trip per collective (see
-// benchmarks/bench_distributed.py), and it is synchronous: a group collective,
-// even with async_op=True, returns once every rank of the group has called it
-// (its data still moves asynchronously). OPENREG_DIST_CHECK=0 skips the
-// exchange, for programs known to be consistent: then nothing waits at issue.
+// Waiting for that exchange before every collective would double the latency
+// of small ones, so a rank waits only when its call is not the one predicted.
+// Each group remembers, for every signature, the signature that followed it
+// last time (a training loop repeats its collectives), and predicts the next
+// call from the last one. Every rank makes the same prediction: it is computed
+// from the group's history, which is the same on every rank because a call
+// joins it only once the ranks agreed on it (or, ahead of that, when it is the
+// prediction itself). Then:
+// - a rank whose call is the predicted one starts the exchange and issues the
+//   collective at once; its Work checks the exchange before it completes;
+// - a rank whose call is not waits for the exchange before it sends anything.
+// Data moves before agreement only if every rank made the predicted call, so
+// Gloo never sees two sizes. If some ranks ran ahead and another disagrees,
+// the ones that ran ahead find the disagreement in their exchange and the one
+// that waited aborts the transport, which fails the collective the others
+// left waiting; the group is then unusable (every later collective says why).
+// A disagreement where nobody ran ahead sends nothing: the group lives on.
+//
+// OPENREG_DIST_CHECK=0 skips the exchange, for programs known to be
+// consistent (benchmarks/bench_distributed.py measures both).
 
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include <array>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace openreg::distributed {
@@ -27,10 +49,81 @@ namespace openreg::distributed {
 // False when OPENREG_DIST_CHECK=0.
 bool agreement_checked();
 
-// Raises unless every rank of `group` passes the same collective on tensors
-// of the same dtype and shapes as `tensors` (Note [Ranks agree before Gloo
-// runs]). `op` names the collective.
-void check_agreement(c10d::Backend& group, std::string_view op,
-                     const std::vector<at::Tensor>& tensors);
+// What every rank of a group must pass alike for one collective.
+struct Signature {
+  static constexpr int kMaxDims = 6;
+  // collective, dtype, tensors, elements, root, reduce op, ndim, sizes.
+  static constexpr int kFields = 7 + kMaxDims;
+  std::array<int64_t, kFields> fields;
+
+  // `root` and `reduce_op` are -1 where the collective has none.
+  Signature(std::string_view op, const std::vector<at::Tensor>& tensors, int64_t root,
+            int64_t reduce_op);
+  Signature() : fields{} {}
+  bool operator==(const Signature& other) const {
+    return fields == other.fields;
+  }
+  size_t hash() const;
+};
+
+class Agreement;
+
+// One exchange of signatures, started for a collective.
+class Exchange {
+ public:
+  Exchange(std::shared_ptr<Agreement> agreement, std::string op, const Signature& mine, bool ahead);
+
+  // The transport's Work of the exchange.
+  const c10::intrusive_ptr<c10d::Work>& work() const {
+    return work_;
+  }
+  // Whether this rank issued its collective without waiting for the exchange.
+  bool ahead() const {
+    return ahead_;
+  }
+  // Raises the clear ValueError when the ranks disagree; call once the
+  // exchange's work has completed (its own errors are the caller's).
+  void verify();
+
+ private:
+  friend class Agreement;
+  std::shared_ptr<Agreement> agreement_;
+  std::string op_;
+  bool ahead_;
+  at::Tensor row_;   // this rank's signature
+  at::Tensor rows_;  // every rank's
+  c10::intrusive_ptr<c10d::Work> work_;
+  std::once_flag verified_;
+  std::string disagreement_;  // empty when the ranks agree
+};
+
+// A group's history of agreed calls, its predictions, and whether a
+// disagreement ended it (Note [Ranks agree before Gloo runs]).
+class Agreement : public std::enable_shared_from_this<Agreement> {
+ public:
+  explicit Agreement(c10::intrusive_ptr<c10d::Backend> transport)
+      : transport_(std::move(transport)) {}
+
+  // Before a collective that needs agreement (the caller issues collectives
+  // of the group one at a time). Returns nullptr when the check is off or
+  // the group has one rank. When the call is not the predicted one, waits for
+  // the exchange and raises on disagreement before returning it; otherwise
+  // returns it still running, for the collective's Work to verify.
+  std::shared_ptr<Exchange> start(std::string_view op, const Signature& mine);
+
+  // Raises if an earlier disagreement ended the group.
+  void check_usable(std::string_view op) const;
+
+ private:
+  friend class Exchange;
+  void remember(const Signature& sig);  // under mutex_
+  void end_group(const std::string& why, bool abort);
+
+  c10::intrusive_ptr<c10d::Backend> transport_;
+  mutable std::mutex mutex_;
+  std::optional<Signature> last_;
+  std::unordered_map<size_t, Signature> next_;  // by the hash of the call before
+  std::string ended_;                           // why the group can no longer be used
+};
 
 }  // namespace openreg::distributed

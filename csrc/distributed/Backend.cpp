@@ -1,6 +1,5 @@
 #include "distributed/Backend.h"
 
-#include "distributed/Agreement.h"
 #include "distributed/HostTensors.h"
 #include "trace/Clock.h"
 
@@ -39,10 +38,13 @@ at::ScalarType dtype_of(const Tensors& tensors) {
 Backend::Backend(c10::intrusive_ptr<c10d::Backend> transport, std::string group_name)
     : c10d::Backend(transport->getRank(), transport->getSize()),
       transport_(std::move(transport)),
-      group_name_(std::move(group_name)) {}
+      group_name_(std::move(group_name)),
+      agreement_(std::make_shared<Agreement>(transport_)) {}
 
 c10::intrusive_ptr<c10d::Work> Backend::run(
     Call call, const std::function<c10::intrusive_ptr<c10d::Work>()>& issue) {
+  std::lock_guard<std::mutex> issuing(issue_mutex_);
+  agreement_->check_usable(call.name);
   trace::CollectiveInfo info;
   info.name = call.name;
   info.group = group_name_;
@@ -61,10 +63,12 @@ c10::intrusive_ptr<c10d::Work> Backend::run(
   }
   what << " on " << call.device << ")";
   const trace::CollectiveHandle event = trace::begin_collective(info);
+  std::shared_ptr<Exchange> exchange;
   c10::intrusive_ptr<c10d::Work> transport_work;
   try {
     if (call.checked) {
-      check_agreement(*transport_, call.name, call.agree);
+      exchange =
+          agreement_->start(call.name, Signature(call.name, call.agree, call.peer, call.reduce_op));
     }
     transport_work = issue();
   } catch (const c10::ValueError&) {
@@ -74,8 +78,11 @@ c10::intrusive_ptr<c10d::Work> Backend::run(
     trace::end_collective(event, trace::now_ns());
     TORCH_CHECK_WITH(DistBackendError, false, what.str(), " failed: ", e.what());
   }
-  auto work = c10::make_intrusive<Work>(std::move(transport_work), call.type, getRank(),
-                                        std::move(call.outputs), std::move(call.inputs),
+  if (exchange && !exchange->ahead()) {
+    exchange = nullptr;  // verified already
+  }
+  auto work = c10::make_intrusive<Work>(std::move(transport_work), std::move(exchange), call.type,
+                                        getRank(), std::move(call.outputs), std::move(call.inputs),
                                         std::move(call.finish), info, event, what.str());
   work->watch_transport();
   return work;
@@ -95,6 +102,7 @@ int64_t Backend::next_seq(c10d::OpType type, int peer) {
 template <typename Opts>
 Opts Backend::with_sum_for_avg(const Opts& opts, const Tensors& outputs, const char* op,
                                Call& call) const {
+  call.reduce_op = static_cast<int64_t>(opts.reduceOp.op_);
   if (!(opts.reduceOp == c10d::ReduceOp::AVG)) {
     return opts;
   }

@@ -14,6 +14,7 @@
 // Beyond Gloo: ReduceOp::AVG (a sum, then a division when the sum completes)
 // and a trace event per collective (Note [Collective events]).
 
+#include "distributed/Agreement.h"
 #include "distributed/Work.h"
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -21,6 +22,7 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -109,7 +111,8 @@ class Backend final : public c10d::Backend {
     int64_t bytes = 0;
     at::ScalarType dtype = at::ScalarType::Undefined;
     c10::Device device = c10::Device(c10::DeviceType::CPU);
-    int peer = -1;
+    int peer = -1;           // the peer of a send or recv, or the root
+    int64_t reduce_op = -1;  // as the caller asked (AVG before it becomes SUM)
     Work::Finish finish;
   };
 
@@ -118,7 +121,8 @@ class Backend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> run(Call call,
                                      const std::function<c10::intrusive_ptr<c10d::Work>()>& issue);
 
-  // AVG: Gloo sums, and the finishing step divides `outputs` by the group size.
+  // Notes the reduce op in `call`; for AVG, Gloo sums and the finishing step
+  // divides `outputs` by the group size.
   template <typename Opts>
   Opts with_sum_for_avg(const Opts& opts, const std::vector<at::Tensor>& outputs, const char* op,
                         Call& call) const;
@@ -130,6 +134,11 @@ class Backend final : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Backend> transport_;
   std::string group_name_;
+  std::shared_ptr<Agreement> agreement_;
+  // Collectives of the group are issued one at a time: each one's exchange
+  // and its data go to the transport back to back, in the same order on
+  // every rank (Note [Ranks agree before Gloo runs]).
+  std::mutex issue_mutex_;
   std::atomic<int64_t> seq_{0};
   std::mutex p2p_mutex_;
   std::map<std::pair<bool, int>, int64_t> p2p_seq_;

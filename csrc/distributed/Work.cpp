@@ -5,13 +5,17 @@
 #include <ATen/core/jit_type.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+
 namespace openreg::distributed {
 
-Work::Work(c10::intrusive_ptr<c10d::Work> transport, c10d::OpType type, int rank,
-           std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs, Finish finish,
-           trace::CollectiveInfo info, trace::CollectiveHandle event, std::string description)
+Work::Work(c10::intrusive_ptr<c10d::Work> transport, std::shared_ptr<Exchange> exchange,
+           c10d::OpType type, int rank, std::vector<at::Tensor> outputs,
+           std::vector<at::Tensor> inputs, Finish finish, trace::CollectiveInfo info,
+           trace::CollectiveHandle event, std::string description)
     : c10d::Work(rank, type),
       transport_(std::move(transport)),
+      exchange_(std::move(exchange)),
       outputs_(std::move(outputs)),
       inputs_(std::move(inputs)),
       finish_(std::move(finish)),
@@ -61,6 +65,8 @@ void Work::finish_once(std::exception_ptr error) {
 std::exception_ptr Work::named(std::exception_ptr error) const {
   try {
     std::rethrow_exception(error);
+  } catch (const c10::ValueError&) {
+    return error;  // the ranks disagree: the message names the collective already
   } catch (const std::exception& e) {
     try {
       TORCH_CHECK_WITH(DistBackendError, false, description_, " failed: ", e.what());
@@ -71,7 +77,33 @@ std::exception_ptr Work::named(std::exception_ptr error) const {
   return error;
 }
 
+std::exception_ptr Work::disagreement() const {
+  try {
+    exchange_->verify();
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
 void Work::watch_transport() {
+  if (!exchange_) {
+    watch_collective();
+    return;
+  }
+  auto self = c10::intrusive_ptr<Work>::reclaim_copy(this);
+  exchange_->work()->getFuture()->addCallback([self](c10::ivalue::Future& f) {
+    if (f.hasError()) {
+      self->finish_once(f.exception_ptr());
+    } else if (std::exception_ptr error = self->disagreement()) {
+      self->finish_once(error);
+    } else {
+      self->watch_collective();
+    }
+  });
+}
+
+void Work::watch_collective() {
   c10::intrusive_ptr<c10::ivalue::Future> done;
   try {
     done = transport_->getFuture();
@@ -85,7 +117,15 @@ void Work::watch_transport() {
 }
 
 bool Work::isCompleted() {
-  if (!future_->completed() && transport_->isCompleted()) {
+  if (!future_->completed() && exchange_ && exchange_->work()->isCompleted()) {
+    if (!exchange_->work()->isSuccess()) {
+      finish_once(exchange_->work()->exception());
+    } else if (std::exception_ptr error = disagreement()) {
+      finish_once(error);
+    }
+  }
+  const bool agreed = !exchange_ || exchange_->work()->isCompleted();
+  if (!future_->completed() && agreed && transport_->isCompleted()) {
     finish_once(transport_->isSuccess() ? nullptr : transport_->exception());
   }
   return future_->completed();
@@ -107,21 +147,42 @@ std::vector<at::Tensor> Work::result() {
   return outputs_;
 }
 
-bool Work::wait(std::chrono::milliseconds timeout) {
-  const int64_t start = trace::now_ns();
+bool Work::wait_for(c10d::Work& work, std::chrono::milliseconds timeout, int64_t start) {
+  if (timeout != ::kNoTimeout) {  // what is left of it
+    const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::nanoseconds(trace::now_ns() - start));
+    timeout = std::max(timeout - spent, std::chrono::milliseconds(1));
+  }
   try {
-    transport_->wait(timeout);
+    work.wait(timeout);
   } catch (...) {
-    if (!transport_->isCompleted()) {
+    if (!work.isCompleted()) {
       // The wait timed out, not the collective: it may still complete, and
       // a later wait() can see it do so.
       trace::record_collective_wait(info_, start);
       std::rethrow_exception(named(std::current_exception()));
     }
     finish_once(std::current_exception());
+    return false;
   }
-  finish_once(nullptr);  // a no-op if the transport's callback finished it
-  future_->wait();       // that callback may still be running on Gloo's thread
+  return true;
+}
+
+bool Work::wait(std::chrono::milliseconds timeout) {
+  const int64_t start = trace::now_ns();
+  bool agreed = true;
+  if (exchange_ && wait_for(*exchange_->work(), timeout, start)) {
+    if (std::exception_ptr error = disagreement()) {
+      finish_once(error);
+      agreed = false;
+    }
+  } else if (exchange_) {
+    agreed = false;  // the exchange failed (a rank died): finished with its error
+  }
+  if (agreed && wait_for(*transport_, timeout, start)) {
+    finish_once(nullptr);  // a no-op if the transport's callback finished it
+  }
+  future_->wait();  // that callback may still be running on Gloo's thread
   trace::record_collective_wait(info_, start);
   if (future_->hasError()) {
     std::rethrow_exception(future_->exception_ptr());
