@@ -17,9 +17,7 @@ int8_t rank_code(int rank) {
 }
 
 Event collective_event(const CollectiveInfo& info, int64_t start_ns) {
-  Event e{};
-  e.start_ns = start_ns;
-  e.kind = static_cast<int8_t>(Kind::Collective);
+  Event e = blank_event(Kind::Collective, start_ns);
   e.name = intern(info.name);
   e.dispatch = intern(info.group);
   e.seq = info.seq;
@@ -29,7 +27,6 @@ Event collective_event(const CollectiveInfo& info, int64_t start_ns) {
   e.dst = rank_code(info.peer);
   e.reserved = static_cast<uint32_t>(info.size);
   e.from_dtype = info.dtype == at::ScalarType::Undefined ? -1 : static_cast<int8_t>(info.dtype);
-  e.to_dtype = -1;
   return e;
 }
 

@@ -19,16 +19,6 @@ int64_t token(int32_t index, uint64_t generation) {
   return static_cast<int64_t>((generation & kGenerationMask) << 32) | index;
 }
 
-Event blank(Kind kind, int64_t start_ns) {
-  Event e{};
-  e.start_ns = start_ns;
-  e.kind = static_cast<int8_t>(kind);
-  e.device = e.src = e.dst = kNoDevice;
-  e.from_dtype = e.to_dtype = -1;
-  e.seq = -1;
-  return e;
-}
-
 int64_t begin(Kind kind, uint32_t name, uint32_t dispatch, int8_t device) {
   if (!enabled()) {
     return -1;
@@ -37,7 +27,7 @@ int64_t begin(Kind kind, uint32_t name, uint32_t dispatch, int8_t device) {
   if (!w) {
     return -1;
   }
-  Event e = blank(kind, now_ns());
+  Event e = blank_event(kind, now_ns());
   e.dur_ns = -1;  // until it ends
   e.name = name;
   e.dispatch = dispatch;
@@ -92,7 +82,7 @@ void record_compile(uint32_t name, uint32_t reason, int64_t start_ns) {
     return;
   }
   const int64_t end = now_ns();
-  Event e = blank(Kind::Compile, start_ns > 0 ? std::min(start_ns, end) : end);
+  Event e = blank_event(Kind::Compile, start_ns > 0 ? std::min(start_ns, end) : end);
   e.dur_ns = end - e.start_ns;
   e.name = name;
   e.dispatch = reason;

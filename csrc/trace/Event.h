@@ -66,4 +66,16 @@ struct Event {
 static_assert(sizeof(Event) == 64,
               "Event must stay 64 bytes (see openreg_lab/recording/events.py)");
 
+// An event of `kind` from `start_ns` that names no device, dtype or autograd
+// sequence number yet: each recorder fills in what it knows.
+inline Event blank_event(Kind kind, int64_t start_ns) {
+  Event e{};
+  e.start_ns = start_ns;
+  e.kind = static_cast<int8_t>(kind);
+  e.device = e.src = e.dst = kNoDevice;
+  e.from_dtype = e.to_dtype = -1;
+  e.seq = -1;
+  return e;
+}
+
 }  // namespace openreg::trace

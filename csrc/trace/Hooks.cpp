@@ -22,16 +22,10 @@ void FallbackScope::begin(const c10::FunctionSchema& op) {
     return;
   }
   mark_innermost(w, Kernel::Fallback);
-  Event e{};
-  e.start_ns = now_ns();
+  Event e = blank_event(Kind::Fallback, now_ns());
   e.dur_ns = -1;  // until it ends
-  e.kind = static_cast<int8_t>(Kind::Fallback);
   e.kernel = static_cast<int8_t>(Kernel::Fallback);
   e.name = op_name_id(op);
-  e.device = kNoDevice;
-  e.src = e.dst = kNoDevice;
-  e.from_dtype = e.to_dtype = -1;
-  e.seq = -1;
   index_ = w.append(e);
   if (index_ >= 0) {
     w->scopes.push_back(index_);
@@ -51,16 +45,6 @@ void FallbackScope::end() {
 }
 
 namespace {
-
-Event instant(Kind kind, int64_t start_ns) {
-  Event e{};
-  e.start_ns = start_ns;
-  e.kind = static_cast<int8_t>(kind);
-  e.device = e.src = e.dst = kNoDevice;
-  e.from_dtype = e.to_dtype = -1;
-  e.seq = -1;
-  return e;
-}
 
 uint32_t direction(c10::Device src, c10::Device dst) {
   static const uint32_t h2d = intern("H2D");
@@ -83,7 +67,7 @@ void record_copy(int64_t start_ns, c10::Device src, c10::Device dst, int64_t byt
   if (!w) {
     return;
   }
-  Event e = instant(Kind::Copy, start_ns);
+  Event e = blank_event(Kind::Copy, start_ns);
   e.dur_ns = end - start_ns;
   e.name = direction(src, dst);
   e.bytes = bytes;
@@ -106,7 +90,7 @@ void record_cast(int64_t start_ns, const c10::FunctionSchema& op, size_t arg_ind
   if (!w) {
     return;
   }
-  Event e = instant(Kind::Cast, start_ns);
+  Event e = blank_event(Kind::Cast, start_ns);
   e.dur_ns = end - start_ns;
   e.name = name;
   e.dispatch = argument;
@@ -128,7 +112,7 @@ void record_memory(Kind kind, c10::DeviceIndex device, int64_t bytes, int64_t to
   if (!w) {
     return;
   }
-  Event e = instant(kind, now_ns());
+  Event e = blank_event(kind, now_ns());
   e.name = kind == Kind::Alloc ? alloc : free;
   e.bytes = bytes;
   e.seq = total;
@@ -155,7 +139,7 @@ void record_mark(std::string_view name) {
   if (!w) {
     return;
   }
-  Event e = instant(Kind::Mark, now_ns());
+  Event e = blank_event(Kind::Mark, now_ns());
   e.name = id;
   w.append(e);
 }
@@ -169,7 +153,7 @@ void record_step(int64_t number) {
   if (!w) {
     return;
   }
-  Event e = instant(Kind::Step, now_ns());
+  Event e = blank_event(Kind::Step, now_ns());
   e.name = id;
   e.seq = number;
   w.append(e);

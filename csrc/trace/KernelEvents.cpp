@@ -94,12 +94,10 @@ void KernelScope::open(OpInfo& info, c10::function_ref<void(ArgSink&)> args) {
     return;
   }
   const Options options = w.options();
-  Event e{};
-  e.kind = static_cast<int8_t>(Kind::Op);
+  // No autograd sequence number: RecordFunction's is not known here. The
+  // start time is taken once the arguments are read (below).
+  Event e = blank_event(Kind::Op, 0);
   e.name = info.name;
-  e.src = e.dst = kNoDevice;
-  e.from_dtype = e.to_dtype = -1;
-  e.seq = -1;  // RecordFunction's autograd sequence number is not known here
   Arguments seen(options.record_shapes ? &w->pool : nullptr);
   args(seen);
   e.shapes = seen.shapes();
