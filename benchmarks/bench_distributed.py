@@ -5,8 +5,9 @@
 
 Two rank processes on 127.0.0.1 run the same collectives on openreg tensors (through openreg's
 backend: host views handed to Gloo, no copies) and on CPU tensors of the same size (Gloo itself,
-the CPU part of the same group), interleaved round by round; the table shows the medians as
-bandwidth (bytes per rank / time) and openreg's share of Gloo's (1.0 = as fast). openreg is
+the CPU part of the same group), interleaved round by round; the table shows the median time of
+a call (each call timed on its own, so the scheduler's rare long pauses on a shared machine do not
+move it) as bandwidth (bytes per rank / time) and openreg's share of Gloo's (1.0 = as fast). openreg is
 measured twice: as it runs by default, with the ranks' agreement exchange beside each collective
 (Note [Ranks agree before Gloo runs]: the timed loop repeats one call, so after its first call the
 exchange runs alongside the data instead of before it), and with it off (OPENREG_DIST_CHECK=0),
@@ -22,6 +23,7 @@ import socket
 import statistics
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,7 @@ def _rank(rank: int, port: int, check: bool, out: Any) -> None:
     import openreg_lab  # noqa: F401
 
     torch.set_num_threads(1)
+    warnings.filterwarnings("ignore", category=FutureWarning)  # all_gather_into_tensor's rename
     dist.init_process_group(
         "ogloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
         timeout=datetime.timedelta(seconds=120),
@@ -63,16 +66,17 @@ def _rank(rank: int, port: int, check: bool, out: Any) -> None:
         for op in OPS:
             samples: dict[str, list[float]] = {d: [] for d in tensors}
             iters = _iters(nbytes)
-            for _ in range(ROUNDS):
-                for device, (x, gathered) in tensors.items():
+            for round_ in range(ROUNDS):
+                order = list(tensors.items())
+                for device, (x, gathered) in order[:: 1 if round_ % 2 else -1]:
                     dist.barrier()
-                    start = time.perf_counter()
                     for _ in range(iters):
+                        start = time.perf_counter()
                         if op == "all_reduce":
                             dist.all_reduce(x)
                         else:
                             dist.all_gather_into_tensor(gathered, x)
-                    samples[device].append((time.perf_counter() - start) / iters)
+                        samples[device].append(time.perf_counter() - start)
             for device, s in samples.items():
                 results[(op, nbytes, "cpu" if device == "cpu" else "openreg")] = statistics.median(s)
     if rank == 0:

@@ -6,8 +6,6 @@
 #include <c10/util/Exception.h>
 #include <c10/util/irange.h>
 
-#include <sstream>
-
 namespace openreg::distributed {
 
 namespace {
@@ -55,13 +53,6 @@ c10::intrusive_ptr<c10d::Work> Backend::run(
   info.rank = getRank();
   info.size = getSize();
   info.peer = call.peer;
-  std::ostringstream what;
-  what << "openreg " << call.name << " (group '" << group_name_ << "', rank " << getRank() << " of "
-       << getSize() << ", " << call.bytes << " bytes";
-  if (call.dtype != at::ScalarType::Undefined) {
-    what << " of " << call.dtype;
-  }
-  what << " on " << call.device << ")";
   const trace::CollectiveHandle event = trace::begin_collective(info);
   std::shared_ptr<Exchange> exchange;
   c10::intrusive_ptr<c10d::Work> transport_work;
@@ -76,14 +67,14 @@ c10::intrusive_ptr<c10d::Work> Backend::run(
     throw;  // the ranks disagree (Agreement.h): already says so on every rank
   } catch (const std::exception& e) {
     trace::end_collective(event, trace::now_ns());
-    TORCH_CHECK_WITH(DistBackendError, false, what.str(), " failed: ", e.what());
+    TORCH_CHECK_WITH(DistBackendError, false, describe(info), " failed: ", e.what());
   }
   if (exchange && !exchange->ahead()) {
     exchange = nullptr;  // verified already
   }
   auto work = c10::make_intrusive<Work>(std::move(transport_work), std::move(exchange), call.type,
                                         getRank(), std::move(call.outputs), std::move(call.inputs),
-                                        std::move(call.finish), info, event, what.str());
+                                        std::move(call.finish), info, event);
   work->watch_transport();
   return work;
 }

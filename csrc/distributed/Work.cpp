@@ -6,13 +6,25 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <sstream>
 
 namespace openreg::distributed {
+
+std::string describe(const trace::CollectiveInfo& info) {
+  std::ostringstream what;
+  what << "openreg " << info.name << " (group '" << info.group << "', rank " << info.rank << " of "
+       << info.size << ", " << info.bytes << " bytes";
+  if (info.dtype != at::ScalarType::Undefined) {
+    what << " of " << info.dtype;
+  }
+  what << " on " << info.device << ")";
+  return what.str();
+}
 
 Work::Work(c10::intrusive_ptr<c10d::Work> transport, std::shared_ptr<Exchange> exchange,
            c10d::OpType type, int rank, std::vector<at::Tensor> outputs,
            std::vector<at::Tensor> inputs, Finish finish, trace::CollectiveInfo info,
-           trace::CollectiveHandle event, std::string description)
+           trace::CollectiveHandle event)
     : c10d::Work(rank, type),
       transport_(std::move(transport)),
       exchange_(std::move(exchange)),
@@ -23,7 +35,6 @@ Work::Work(c10::intrusive_ptr<c10d::Work> transport, std::shared_ptr<Exchange> e
       group_(info.group),
       name_(info.name),
       event_(event),
-      description_(std::move(description)),
       future_(
           c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
   info_.group = group_;
@@ -69,7 +80,7 @@ std::exception_ptr Work::named(std::exception_ptr error) const {
     return error;  // the ranks disagree: the message names the collective already
   } catch (const std::exception& e) {
     try {
-      TORCH_CHECK_WITH(DistBackendError, false, description_, " failed: ", e.what());
+      TORCH_CHECK_WITH(DistBackendError, false, describe(info_), " failed: ", e.what());
     } catch (...) {
       return std::current_exception();
     }
