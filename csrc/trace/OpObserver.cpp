@@ -71,7 +71,9 @@ std::atomic<bool> g_no_observer{false};      // for benchmarks: set_no_op_observ
 // do (ops, copies, collectives) are its children; the node's own computation
 // is where it was, and the event still starts at BACKWARD_FUNCTION, so
 // pre-hooks (Tensor.register_hook, Node.register_prehook) stay outside it.
-// A Backward event's duration therefore includes its post-hooks' time.
+// (Tensor.register_post_accumulate_grad_hook runs inside AccumulateGrad
+// itself, so it was inside already.) A Backward event's duration therefore
+// includes its post-hooks' time.
 // - evaluate_function makes no event: its start is one entry in the thread's
 //   `recorded` calls (found on the path of names that are not operators, so
 //   operators pay nothing for it), its end pops it.
@@ -103,7 +105,7 @@ constexpr std::string_view kEvaluatePrefix = "autograd::engine::evaluate_functio
 struct ThreadState {
   enum class Role : uint8_t { Op, Backward, Evaluate };
   struct Call {
-    const void* fn;  // the RecordFunction (see the Note above)
+    const void* fn;  // the RecordFunction (Note [The op observer's hot path])
     Role role;
     // Evaluate: the handle of its node's Backward event once that node
     // returned (0 before), ended with this call (Note [A backward node ends
