@@ -386,13 +386,21 @@ def ddp_parity(
         torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-5, atol=1e-6, msg=name)
     coll = t.collectives()
     events = t.events
-    # DDP's hooks issue the bucket all-reduces from the autograd engine's thread, during backward
-    autograd_threads = set(events.loc[events["kind"] == "backward", "thread"])
-    in_backward = coll["thread"].isin(autograd_threads) & (coll["issued_by"] == "c10d::allreduce_")
     allreduces = coll[coll["name"] == "allreduce"]
+    # DDP's post hooks of the AccumulateGrad nodes issue the bucket all-reduces (c10d::allreduce_)
+    # inside those nodes' backward events (Note [A backward node ends with its hooks])
+    nodes = []
+    for c in allreduces.itertuples():
+        up = c.parent
+        while up >= 0 and events.at[up, "kind"] != "backward":
+            up = int(events.at[up, "parent"])
+        nodes.append(events.at[up, "name"] if up >= 0 else None)
+    assert allreduces["issued_in"].tolist() == nodes
     return {
         "allreduces": len(allreduces),
-        "in_backward": int(in_backward[coll["name"] == "allreduce"].sum()),
+        "in_backward": sum(n is not None for n in nodes),
+        "nodes": sorted({str(n) for n in nodes}),
+        "issued_by": sorted(set(allreduces["issued_by"])),
         "bytes": int(allreduces["bytes"].sum()),
         "completed": bool((allreduces["dur_ns"] > 0).all()),
         "params_bytes": sum(p.numel() * 4 for p in model.module.parameters() if p.requires_grad),
@@ -470,6 +478,7 @@ def traced_collectives(rank: int, world: int, path: str) -> dict[str, Any]:
             ["name", "group", "seq", "rank", "peer", "group_size", "bytes", "dtype", "device"]
         ].values.tolist(),
         "issued_by": c["issued_by"].tolist(),
+        "issued_in": c["issued_in"].tolist(),
         "waited": (c["wait_ns"] > 0).tolist(),
         "completed": bool((c["dur_ns"] > 0).all()),
         "kinds": t.events["kind"].value_counts().to_dict(),

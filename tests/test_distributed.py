@@ -81,6 +81,7 @@ def test_every_collective_4_ranks(pool4: RankPool) -> None:
 def test_ddp_and_fsdp2_4_ranks(pool4: RankPool) -> None:
     ddp = pool4.run("ddp_parity", 0.0001, False, False)  # parity asserted on each rank
     assert all(r["bytes"] == 4 * r["params_bytes"] for r in ddp)
+    assert all(r["in_backward"] == r["allreduces"] > 4 for r in ddp)  # a bucket per parameter
     counts = pool4.run("fsdp_parity")
     assert all(c == counts[0] for c in counts)
 
@@ -149,6 +150,7 @@ def test_ddp_equals_one_process(
         else:
             assert r["allreduces"] > steps, r  # several buckets a step
         assert r["in_backward"] == r["allreduces"]
+        assert r["nodes"] == ["torch::autograd::AccumulateGrad"] and r["issued_by"] == ["c10d::allreduce_"]
         assert r["completed"]
         # every gradient byte crosses once per synced step (find_unused adds the unused flags' bitmap)
         if not find_unused:
@@ -188,6 +190,8 @@ def test_collective_events_and_merged_ranks(pool: RankPool, tmp_path: object) ->
     # point-to-point calls count apart from group collectives (from 0 in a fresh pool, but the
     # pool's earlier tests may have sent already): the send and its recv carry one number
     assert r1["rows"][2][2] == r0["rows"][2][2]
+    assert r0["issued_by"] == ["c10d::allreduce_", "c10d::broadcast_", "c10d::send", "c10d::allreduce_"]
+    assert r0["issued_in"] == r1["issued_in"] == [None] * 4  # no autograd node around them
     assert r0["completed"] and r1["completed"]
     assert all(r0["waited"]) and all(r1["waited"])  # blocking calls wait; the async one was waited on
     assert r0["kinds"]["collective"] == 8  # 4 collectives and their 4 waits

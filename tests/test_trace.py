@@ -6,6 +6,7 @@ import inspect
 
 import pytest
 import torch
+from torch.utils.checkpoint import checkpoint
 
 import openreg_lab
 
@@ -162,6 +163,172 @@ def test_backward_ops_link_to_their_forward_op():
     assert (grad_ops["forward"] == mm["id"]).all()
     # The backward ran on the autograd engine's thread.
     assert mm_node["thread"] != mm["thread"]
+
+
+def _encloses(outer, inner) -> bool:
+    return outer["start_ns"] <= inner["start_ns"] and (
+        inner["start_ns"] + inner["dur_ns"] <= outer["start_ns"] + outer["dur_ns"]
+    )
+
+
+def assert_well_nested(t: openreg_lab.Trace) -> None:
+    """Every op, backward node, fallback and copy ended, on its parent's thread, inside its parent."""
+    ev = t.events
+    timed = ev[ev["kind"].isin(["op", "backward", "fallback", "copy"])]
+    assert (timed["dur_ns"] >= 0).all()
+    for e in timed[timed["parent"] >= 0].itertuples():
+        parent = ev.iloc[e.parent]
+        assert parent["thread"] == e.thread, e
+        assert _encloses(parent, ev.iloc[e.id]), (parent["name"], e.name)
+
+
+def backward_names(t: openreg_lab.Trace) -> list[str]:
+    return sorted(t.events.loc[t.events["kind"] == "backward", "name"])
+
+
+LINEAR_NODES = sorted(
+    ["SumBackward0", "AddmmBackward0", "TBackward0"] + ["torch::autograd::AccumulateGrad"] * 2
+)
+
+
+def test_a_nodes_post_hooks_run_inside_its_backward_event():
+    # DDP all-reduces a bucket from a post hook of an AccumulateGrad node
+    # (Note [A backward node ends with its hooks]); a post-accumulate-grad hook runs inside the node.
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3).openreg()
+    x = torch.randn(2, 4, device="openreg")
+
+    def node_hook(grad_inputs, grad_outputs):
+        torch.neg(grad_outputs[0])
+
+    def tensor_hook(p):
+        torch.exp(p.grad)
+
+    # a leaf's AccumulateGrad lives while someone holds it (DDP keeps them too)
+    accumulate = model.weight.view_as(model.weight).grad_fn.next_functions[0][0]
+    accumulate.register_hook(node_hook)
+    model.bias.register_post_accumulate_grad_hook(tensor_hook)
+    with openreg_lab.trace() as t:
+        model(x).sum().backward()
+    ev = t.events
+    assert backward_names(t) == LINEAR_NODES  # hooks add no node
+    for name in ("aten::neg", "aten::exp"):
+        (op,) = ev[(ev["kind"] == "op") & (ev["name"] == name)].itertuples()
+        assert op.parent >= 0, name
+        node = ev.iloc[op.parent]
+        assert node["kind"] == "backward" and node["name"] == "torch::autograd::AccumulateGrad"
+        assert _encloses(node, ev.iloc[op.id]) and node["dur_ns"] > op.dur_ns
+    # The engine's own hand-off after AddmmBackward0 (the bias gradient summed back to its shape)
+    # belongs to that node too: no op of the backward pass is outside a node.
+    addmm = ev[ev["name"] == "AddmmBackward0"].iloc[0]
+    engine_thread = ev["thread"] == addmm["thread"]
+    assert (ev.loc[engine_thread & (ev["kind"] == "op"), "parent"] >= 0).all()
+    assert_well_nested(t)
+
+
+def test_a_hook_of_a_node_on_the_calling_thread_runs_inside_it():
+    c = torch.randn(3, requires_grad=True)  # a CPU leaf: its AccumulateGrad runs on the calling thread
+    w = torch.randn(3, device="openreg", requires_grad=True)
+
+    def node_hook(grad_inputs, grad_outputs):
+        torch.neg(w.detach())
+
+    accumulate = c.view_as(c).grad_fn.next_functions[0][0]  # kept alive, as DDP does
+    accumulate.register_hook(node_hook)
+    with openreg_lab.trace() as t:
+        (c.to("openreg") * w).sum().backward()
+    ev = t.events
+    (op,) = ev[(ev["kind"] == "op") & (ev["name"] == "aten::neg")].itertuples()
+    assert op.parent >= 0
+    node = ev.iloc[op.parent]
+    assert node["name"] == "torch::autograd::AccumulateGrad" and _encloses(node, ev.iloc[op.id])
+    calling = ev[ev["name"] == "aten::mul.Tensor"].iloc[0]["thread"]  # the forward ran here
+    assert op.thread == calling
+    assert ev[ev["name"] == "MulBackward0"].iloc[0]["thread"] != calling  # openreg's device thread
+    assert_well_nested(t)
+
+
+def test_backward_events_are_one_per_node_that_ran():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3).openreg()
+    x = torch.randn(2, 4, device="openreg")
+    with openreg_lab.trace() as t:
+        model(x).sum().backward()
+    assert backward_names(t) == LINEAR_NODES
+    assert_well_nested(t)
+    # torch.autograd.grad(inputs=) captures w1's gradient without running its AccumulateGrad
+    w1 = torch.randn(3, device="openreg", requires_grad=True)
+    w2 = torch.randn(3, device="openreg", requires_grad=True)
+    with openreg_lab.trace() as t:
+        torch.autograd.grad((w1 * w2).sum(), [w1])
+    assert backward_names(t) == ["MulBackward0", "SumBackward0"]
+    assert_well_nested(t)
+
+
+def test_reentrant_backward_nests_inside_the_node_that_ran_it():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 3).openreg()
+    x = torch.randn(2, 3, device="openreg", requires_grad=True)
+    with openreg_lab.trace() as t:
+        checkpoint(lambda a: torch.relu(model(a)), x, use_reentrant=True).sum().backward()
+    ev = t.events
+    outer = ev[ev["name"] == "CheckpointFunctionBackward"].iloc[0]
+    inner = ev[(ev["kind"] == "backward") & (ev["parent"] == outer["id"])]
+    assert sorted(inner["name"]) == sorted(
+        ["ReluBackward0", "AddmmBackward0", "TBackward0"] + ["torch::autograd::AccumulateGrad"] * 3
+    )
+    assert_well_nested(t)
+    # A post hook that runs a backward of its own: that backward's nodes are the hook's node's children.
+    y = torch.randn(3, device="openreg", requires_grad=True)
+
+    def grad_of_y(grad_inputs, grad_outputs):
+        with torch.enable_grad():  # a backward runs with grad mode off
+            torch.autograd.grad((y * 3).sum(), [y])
+
+    w = torch.randn(3, device="openreg", requires_grad=True)
+    node = w.view_as(w).grad_fn.next_functions[0][0]
+    node.register_hook(grad_of_y)
+    with openreg_lab.trace() as t:
+        (w * 2).sum().backward()
+    ev = t.events
+    nodes = ev[ev["kind"] == "backward"]
+    accumulate = nodes[nodes["name"] == "torch::autograd::AccumulateGrad"].iloc[0]
+    assert sorted(nodes.loc[nodes["parent"] == accumulate["id"], "name"]) == ["MulBackward0", "SumBackward0"]
+    assert len(nodes) == 5  # SumBackward0, MulBackward0, AccumulateGrad, and the hook's two
+    assert_well_nested(t)
+
+
+def test_a_trace_that_ends_inside_a_hook_leaves_its_node_running():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3).openreg()
+    x = torch.randn(2, 4, device="openreg")
+    traces = [openreg_lab.trace()]
+
+    def swap(grad_inputs, grad_outputs):  # ends the trace and opens the next, on the engine's thread
+        traces[0].__exit__(None, None, None)
+        traces.append(openreg_lab.trace().__enter__())
+        torch.neg(grad_outputs[0])
+
+    accumulate = model.weight.view_as(model.weight).grad_fn.next_functions[0][0]
+    hook = accumulate.register_hook(swap)
+    traces[0].__enter__()
+    model(x).sum().backward()
+    traces[1].__exit__(None, None, None)
+    hook.remove()
+    first = traces[0].events
+    nodes = first[first["kind"] == "backward"]
+    assert backward_names(traces[0]) == LINEAR_NODES
+    # the weight's AccumulateGrad was running when the trace ended: -1, as any event then
+    assert nodes["dur_ns"].tolist().count(-1) == 1
+    assert nodes.loc[nodes["dur_ns"] < 0, "name"].tolist() == ["torch::autograd::AccumulateGrad"]
+    second = traces[1].events  # the hook's op, at top level (its node began before this trace)
+    assert second.loc[second["kind"] == "op", "name"].tolist() == ["aten::neg", "aten::empty.memory_format"]
+    assert second.loc[second["name"] == "aten::neg", "parent"].tolist() == [-1]
+    # The next trace is whole again.
+    with openreg_lab.trace() as t:
+        model(x).sum().backward()
+    assert backward_names(t) == LINEAR_NODES
+    assert_well_nested(t)
 
 
 def test_autocast_casts_are_events_with_cache_hits():

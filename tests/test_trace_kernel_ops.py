@@ -123,6 +123,23 @@ def test_events_carry_the_kernels_own_dispatch_path_and_no_sequence_number():
     assert "aten::sum" in set(ops["name"])  # composite-free: sum's own kernel
 
 
+def test_a_hooks_ops_are_recorded_where_they_run():
+    # No backward events here, so a node's post hook is not inside one (Note [A backward node ends
+    # with its hooks]): its op is at the top of the engine thread's events, as the node's own ops.
+    w = torch.ones(3, device="openreg", requires_grad=True)
+    accumulate = w.view_as(w).grad_fn.next_functions[0][0]  # kept alive for its hook
+
+    def hook(grad_inputs, grad_outputs):
+        torch.neg(grad_outputs[0])
+
+    accumulate.register_hook(hook)
+    with openreg_lab.trace(ops="kernels") as t:
+        (w * 2).sum().backward()
+    ops = _ops(t)
+    assert ops.loc[ops["name"] == "aten::neg", "parent"].tolist() == [-1]
+    assert (t.events["kind"] == "backward").sum() == 0
+
+
 def test_no_record_function_callback_is_installed_unless_a_trace_wants_every_op():
     x = torch.ones(3, device="openreg")
     assert not _C._trace_op_observer_installed()

@@ -57,11 +57,64 @@ std::atomic<bool> g_no_observer{false};      // for benchmarks: set_no_op_observ
 // that floor (an empty callback) beside the recorder. trace(ops="kernels")
 // avoids it by installing no callback (Note [Op events from openreg's kernels]).
 
+// Note [A backward node ends with its hooks]
+// The autograd engine evaluates a node inside a RecordFunction of its own,
+// "autograd::engine::evaluate_function: <node>" (FUNCTION scope, engine.cpp's
+// thread_main), which holds the node's pre-hooks, the node itself (inside it
+// Node::operator()'s BACKWARD_FUNCTION record, where a Backward event starts)
+// and then its post-hooks and the hand-off of its gradients to the next
+// nodes (summing a broadcast gradient back to its input's shape, adding two
+// gradients of one input). DDP all-reduces a bucket from a post-hook of an
+// AccumulateGrad node: had the Backward event ended with BACKWARD_FUNCTION,
+// the all-reduce would belong to no node. So a Backward event ends when its
+// evaluate_function record ends, and what the node's post-hooks and hand-off
+// do (ops, copies, collectives) are its children; the node's own computation
+// is where it was, and the event still starts at BACKWARD_FUNCTION, so
+// pre-hooks (Tensor.register_hook, Node.register_prehook) stay outside it.
+// (Tensor.register_post_accumulate_grad_hook runs inside AccumulateGrad
+// itself, so it was inside already.) A Backward event's duration therefore
+// includes its post-hooks' time.
+// - evaluate_function makes no event: its start is one entry in the thread's
+//   `recorded` calls (found on the path of names that are not operators, so
+//   operators pay nothing for it), its end pops it.
+// - When the BACKWARD_FUNCTION directly inside it ends, its Backward event
+//   stays open and the evaluate_function entry takes its handle (the dead
+//   RecordFunction's address): that entry's end closes it. The handle stays
+//   in the buffer's open events; a hook's RecordFunction may reuse the
+//   address, but whatever it opens is innermost and closes first, and the
+//   thread's `recorded` calls know the evaluate_function by its own address,
+//   alive until its end.
+// - A node not run (torch.autograd.grad's inputs= capture a gradient without
+//   running its AccumulateGrad) leaves an entry with no event: nothing to end.
+// - A trace opened after an evaluate_function started missed its start
+//   (RecordFunction calls back only the callbacks it had at its start): its
+//   node's Backward event ends with BACKWARD_FUNCTION, as before. (Were one
+//   to open inside a pre-hook that runs a reentrant backward, the inner
+//   node's event would be taken for the outer node's and end with it: the
+//   nesting stays consistent.) A trace that ends in between leaves the event
+//   open (-1, as any event running at the end); end_open finds nothing to
+//   close in a later recording.
+// - Reentrant backward (a node or hook calling backward on its thread) nests
+//   its own evaluate_function records inside: the entries stack like calls.
+// - trace(ops="kernels") records no Backward events (no RecordFunction), and
+//   a hook's ops are recorded where they run, as every other op there.
+
+constexpr std::string_view kEvaluatePrefix = "autograd::engine::evaluate_function: ";
+
 // Per thread: which calls were recorded, and the backward names interned.
 struct ThreadState {
-  // The RecordFunctions whose start was recorded, innermost last (their
-  // addresses; see the Note above).
-  std::vector<const void*> recorded;
+  enum class Role : uint8_t { Op, Backward, Evaluate };
+  struct Call {
+    const void* fn;  // the RecordFunction (Note [The op observer's hot path])
+    Role role;
+    // Evaluate: the handle of its node's Backward event once that node
+    // returned (0 before), ended with this call (Note [A backward node ends
+    // with its hooks]).
+    uint64_t backward = 0;
+  };
+  // The RecordFunctions whose start was recorded, and the autograd engine's
+  // evaluate_function records, innermost last.
+  std::vector<Call> recorded;
   struct NameHash {
     using is_transparent = void;
     size_t operator()(std::string_view s) const noexcept {
@@ -135,9 +188,8 @@ uint32_t write_shapes(std::vector<int64_t>& pool, c10::ArrayRef<const c10::IValu
 
 uint32_t backward_name(ThreadState& ts, const at::RecordFunction& fn) {
   std::string_view name = fn.name();
-  constexpr std::string_view prefix = "autograd::engine::evaluate_function: ";
-  if (name.substr(0, prefix.size()) == prefix) {
-    name.remove_prefix(prefix.size());
+  if (name.starts_with(kEvaluatePrefix)) {
+    name.remove_prefix(kEvaluatePrefix.size());
   }
   auto it = ts.backward_names.find(name);
   if (it == ts.backward_names.end()) {
@@ -164,6 +216,10 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   } else {
     OpInfo* info = op_info(fn);
     if (info == nullptr) {
+      if (std::string_view(fn.name()).starts_with(kEvaluatePrefix)) {
+        // Note [A backward node ends with its hooks]
+        ts.recorded.push_back({&fn, ThreadState::Role::Evaluate});
+      }
       return nullptr;
     }
     const c10::DispatchKeySet keys = openreg_keys(fn.inputs(), &e.device);
@@ -193,7 +249,9 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   e.dur_ns = -1;  // until it ends: still -1 if the trace ends first
   e.start_ns = now_ns();
   w->open.push_back({w.append(e), reinterpret_cast<uint64_t>(&fn)});
-  ts.recorded.push_back(&fn);
+  ts.recorded.push_back({&fn, e.kind == static_cast<int8_t>(Kind::Backward)
+                                  ? ThreadState::Role::Backward
+                                  : ThreadState::Role::Op});
   return nullptr;
 }
 
@@ -204,14 +262,28 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
   // Only the innermost recorded call can be ending (calls nest); any other
   // was not recorded (see Note [The op observer's hot path]).
   ThreadState& ts = thread_state();
-  if (ts.recorded.empty() || ts.recorded.back() != &fn) {
+  if (ts.recorded.empty() || ts.recorded.back().fn != &fn) {
     return;
   }
+  const ThreadState::Call call = ts.recorded.back();
   ts.recorded.pop_back();
+  uint64_t handle = reinterpret_cast<uint64_t>(&fn);
+  // Note [A backward node ends with its hooks]
+  if (call.role == ThreadState::Role::Evaluate) {
+    if (call.backward == 0) {
+      return;  // its node did not run, or was not recorded
+    }
+    handle = call.backward;
+  } else if (call.role == ThreadState::Role::Backward && !ts.recorded.empty() &&
+             ts.recorded.back().role == ThreadState::Role::Evaluate &&
+             ts.recorded.back().backward == 0) {
+    ts.recorded.back().backward = handle;  // open until the hooks have run
+    return;
+  }
   const int64_t end = now_ns();
   Writer w;
   if (w) {  // the recording may have ended and another begun since this call started
-    w.end_open(reinterpret_cast<uint64_t>(&fn), end);
+    w.end_open(handle, end);
   }
 }
 

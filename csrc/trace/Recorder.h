@@ -60,8 +60,9 @@ inline bool kernel_events() noexcept {
 }
 
 // An open Op or Backward event, matched to its end by the address of its
-// RecordFunction (Note [The op observer's hot path]). index is -1 when the
-// event was dropped.
+// RecordFunction (Note [The op observer's hot path]; a Backward event outlives
+// it: Note [A backward node ends with its hooks]). index is -1 when the event
+// was dropped.
 struct OpenEvent {
   int32_t index;
   uint64_t handle;

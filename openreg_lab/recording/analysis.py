@@ -43,7 +43,9 @@ def nearest_op(events: pd.DataFrame) -> np.ndarray:
 # the cast twice and make aten::linear's self time negative. Child ops of one op never overlap
 # (one thread runs them one after the other), so self time plus the children's total time is the
 # op's total time, and self time is never negative. An op still running when the trace ended has
-# no duration (-1, counted as 0) and self time 0.
+# no duration (-1, counted as 0) and self time 0. Backward events are not ops: an op inside an autograd
+# node (a post hook's too, Note [A backward node ends with its hooks] in csrc/trace/OpObserver.cpp) is a
+# child of its nearest enclosing op, if any, and the node's duration is nobody's self time.
 def self_time(events: pd.DataFrame) -> np.ndarray:
     """Each op's duration minus its child ops' (Note [Self time]); other events: their duration."""
     dur = np.maximum(events["dur_ns"].to_numpy().astype(np.int64), 0)

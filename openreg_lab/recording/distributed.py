@@ -31,11 +31,12 @@ class _RankTrace(Protocol):
 
 
 COLLECTIVE = _events.KINDS.index("collective")
+BACKWARD = _events.KINDS.index("backward")
 P2P = ("send", "recv")
 
 COLUMNS = [
-    "id", "parent", "issued_by", "name", "group", "seq", "rank", "peer", "group_size", "bytes", "dtype",
-    "device", "thread", "start_ns", "dur_ns", "wait_ns",
+    "id", "parent", "issued_by", "issued_in", "name", "group", "seq", "rank", "peer", "group_size", "bytes",
+    "dtype", "device", "thread", "start_ns", "dur_ns", "wait_ns",
 ]  # fmt: skip
 
 
@@ -44,6 +45,9 @@ def collectives(columns: Columns, t0: int) -> pd.DataFrame:
 
     ``peer`` is the other rank of a send or recv and the root of broadcast, reduce, gather and
     scatter (-1 otherwise); ``issued_by`` the name of the op or autograd node it ran inside;
+    ``issued_in`` the autograd node it was issued in, however deep (DDP's bucket all-reduces:
+    ``torch::autograd::AccumulateGrad``, whose post hook issues them; Note [A backward node ends with
+    its hooks] in ``csrc/trace/OpObserver.cpp``), None outside backward and with ``ops="kernels"``;
     ``dur_ns`` runs from issue to completion (-1: it had not completed when the trace ended);
     ``wait_ns`` is the time callers blocked in ``wait()`` on it (0: nobody waited).
     """
@@ -53,11 +57,15 @@ def collectives(columns: Columns, t0: int) -> pd.DataFrame:
     is_wait = (f["flags"] & _events.WAIT) != 0
     rows = np.flatnonzero(is_collective & ~is_wait)
     parent = f["parent"][rows]
+    node = _nearest_backward(f["kind"], f["parent"], rows)
     frame = pd.DataFrame(
         {
             "id": f["id"][rows],
             "parent": parent,
             "issued_by": np.where(parent >= 0, strings[f["name"][np.maximum(parent, 0)]], None)
+            if len(rows)
+            else [],
+            "issued_in": np.where(node >= 0, strings[f["name"][np.maximum(node, 0)]], None)
             if len(rows)
             else [],
             "name": strings[f["name"][rows]],
@@ -90,6 +98,20 @@ def collectives(columns: Columns, t0: int) -> pd.DataFrame:
     frame = frame.merge(waited, on=key, how="left")
     frame["wait_ns"] = frame["wait_ns"].fillna(0).astype(np.int64)
     return frame.reset_index(drop=True)[COLUMNS]
+
+
+def _nearest_backward(kind: np.ndarray, parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """For each event of ``rows``, the index of its nearest ``backward`` ancestor (-1: none)."""
+    out = np.full(len(rows), -1, dtype=np.int64)
+    up = parent[rows].astype(np.int64)
+    todo = up >= 0
+    while todo.any():
+        hit = todo & (kind[np.maximum(up, 0)] == BACKWARD)
+        out[hit] = up[hit]
+        todo &= ~hit
+        up = np.where(todo, parent[np.maximum(up, 0)], up)
+        todo &= up >= 0
+    return out
 
 
 def merge_ranks(traces: Sequence[_RankTrace]) -> pd.DataFrame:
