@@ -122,12 +122,11 @@ void Exchange::verify() {
     const int rank = agreement_->transport_->getRank();
     auto at = [&](int r, int field) { return rows[r * kRow + field]; };
     bool agree = true;
-    bool anyone_ahead = false;
     bool root_differs = false;
     bool reduce_op_differs = false;
     for (int r = 0; r < size; ++r) {
       agree &= std::memcmp(rows, rows + r * kRow, sizeof(Fields)) == 0;
-      anyone_ahead |= at(r, Signature::kFields) != 0;
+      anyone_ahead_ |= at(r, Signature::kFields) != 0;
       root_differs |= at(r, kRoot) != at(0, kRoot);
       reduce_op_differs |= at(r, kReduceOp) != at(0, kReduceOp);
     }
@@ -141,76 +140,67 @@ void Exchange::verify() {
            << describe(rows + r * kRow, op_, at(rank, kOp), root_differs, reduce_op_differs);
     }
     what << "). Every rank must call the same collective with tensors of the same shape and "
-            "dtype";
-    if (anyone_ahead) {
-      what << "; some ranks had issued it ahead of this check, so the group was stopped";
-    } else {
-      what << "; nothing was sent";
-    }
+            "dtype; "
+         << (anyone_ahead_ ? "the ranks that had issued it ahead of this check hold no result"
+                           : "nothing was sent");
     disagreement_ = what.str();
-    if (anyone_ahead) {
-      // A rank that ran ahead is inside a Gloo callback here: only a rank that
-      // waited aborts the transport (Note [Ranks agree before Gloo runs]).
-      agreement_->end_group(disagreement_, /*abort=*/!ahead_);
-    }
   });
   TORCH_CHECK_VALUE(disagreement_.empty(), disagreement_);
 }
 
-std::shared_ptr<Exchange> Agreement::start(std::string_view op, const Signature& mine) {
+std::shared_ptr<Exchange> Agreement::start(std::string_view op, const Signature& mine,
+                                           Decoy decoy) {
   if (!agreement_checked() || transport_->getSize() < 2) {
     return nullptr;
   }
-  bool ahead = false;
+  std::optional<Call> predicted;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (last_.has_value()) {
-      auto it = next_.find(last_->hash());
-      ahead = it != next_.end() && it->second == mine;
-    }
-    if (ahead) {
-      remember(mine);
+      auto it = next_.find(last_->sig.hash());
+      if (it != next_.end()) {
+        predicted = it->second;
+      }
     }
   }
+  const bool ahead = predicted.has_value() && predicted->sig == mine && predicted->decoy;
   auto exchange = std::make_shared<Exchange>(shared_from_this(), std::string(op), mine, ahead);
-  if (!ahead) {
-    exchange->work()->wait();
-    exchange->verify();
+  if (ahead) {
     std::lock_guard<std::mutex> lock(mutex_);
-    remember(mine);
+    remember(*predicted);
+    return exchange;
   }
+  exchange->work()->wait();
+  try {
+    exchange->verify();
+  } catch (const c10::ValueError&) {
+    if (exchange->anyone_ahead() && predicted.has_value() && predicted->decoy) {
+      // They are inside the predicted collective: complete it with them, and
+      // remember it as they did (Note [Ranks agree before Gloo runs]).
+      try {
+        predicted->decoy(*transport_)->wait();
+      } catch (const std::exception&) {
+        // A rank died on the way: the disagreement is still what to report.
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      remember(*predicted);
+    }
+    throw;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  remember(Call{mine, std::move(decoy)});
   return exchange;
 }
 
-void Agreement::remember(const Signature& sig) {
+void Agreement::remember(const Call& call) {
   if (last_.has_value()) {
-    const size_t key = last_->hash();
+    const size_t key = last_->sig.hash();
     if (next_.size() >= kMaxPredictions && next_.count(key) == 0) {
       next_.clear();
     }
-    next_[key] = sig;
+    next_[key] = call;
   }
-  last_ = sig;
-}
-
-void Agreement::check_usable(std::string_view op) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  TORCH_CHECK_WITH(DistBackendError, ended_.empty(), "openreg ", op,
-                   ": this group can no longer be used, an earlier collective stopped it: ", ended_,
-                   ". Destroy the group (torch.distributed.destroy_process_group) and ",
-                   "create it again");
-}
-
-void Agreement::end_group(const std::string& why, bool abort) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (ended_.empty()) {
-      ended_ = why;
-    }
-  }
-  if (abort) {
-    transport_->abort();
-  }
+  last_ = call;
 }
 
 }  // namespace openreg::distributed

@@ -13,21 +13,23 @@
 //
 // Waiting for that exchange before every collective would double the latency
 // of small ones, so a rank waits only when its call is not the one predicted.
-// Each group remembers, for every signature, the signature that followed it
-// last time (a training loop repeats its collectives), and predicts the next
-// call from the last one. Every rank makes the same prediction: it is computed
-// from the group's history, which is the same on every rank because a call
-// joins it only once the ranks agreed on it (or, ahead of that, when it is the
-// prediction itself). Then:
-// - a rank whose call is the predicted one starts the exchange and issues the
-//   collective at once; its Work checks the exchange before it completes;
+// Each group remembers, for every signature, the call that followed it last
+// time (a training loop repeats its collectives), and predicts the next call
+// from the last one. Every rank makes the same prediction: it comes from the
+// group's history, which is the same on every rank because every rank adds
+// the same call to it (below). Then:
+// - a rank whose call is the predicted one issues it right after starting
+//   the exchange; its Work checks the exchange before it completes;
 // - a rank whose call is not waits for the exchange before it sends anything.
 // Data moves before agreement only if every rank made the predicted call, so
 // Gloo never sees two sizes. If some ranks ran ahead and another disagrees,
-// the ones that ran ahead find the disagreement in their exchange and the one
-// that waited aborts the transport, which fails the collective the others
-// left waiting; the group is then unusable (every later collective says why).
-// A disagreement where nobody ran ahead sends nothing: the group lives on.
+// the ones ahead are inside a collective the others never called: each rank
+// that waited joins it with a decoy (the predicted collective on zeros, made
+// from the recipe kept with the prediction) so that it completes, adds the
+// predicted call to its history as the others did, and raises. Every rank
+// gets the ValueError, the ones ahead hold no result in their tensors, and
+// the group lives on. Only calls a decoy can stand in for run ahead: one
+// tensor, a collective whose sizes its signature fixes (Backend.cpp).
 //
 // OPENREG_DIST_CHECK=0 skips the exchange, for programs known to be
 // consistent (benchmarks/bench_distributed.py measures both).
@@ -48,6 +50,10 @@ namespace openreg::distributed {
 
 // False when OPENREG_DIST_CHECK=0.
 bool agreement_checked();
+
+// Issues, on the transport, a collective of the shape of a remembered call,
+// on zeros: what a rank that waited joins the ranks ahead with.
+using Decoy = std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend& transport)>;
 
 // What every rank of a group must pass alike for one collective.
 struct Signature {
@@ -84,6 +90,10 @@ class Exchange {
   // Raises the clear ValueError when the ranks disagree; call once the
   // exchange's work has completed (its own errors are the caller's).
   void verify();
+  // Whether some rank issued its collective without waiting (after verify).
+  bool anyone_ahead() const {
+    return anyone_ahead_;
+  }
 
  private:
   friend class Agreement;
@@ -95,10 +105,11 @@ class Exchange {
   c10::intrusive_ptr<c10d::Work> work_;
   std::once_flag verified_;
   std::string disagreement_;  // empty when the ranks agree
+  bool anyone_ahead_ = false;
 };
 
-// A group's history of agreed calls, its predictions, and whether a
-// disagreement ended it (Note [Ranks agree before Gloo runs]).
+// A group's history of agreed calls and its predictions
+// (Note [Ranks agree before Gloo runs]).
 class Agreement : public std::enable_shared_from_this<Agreement> {
  public:
   explicit Agreement(c10::intrusive_ptr<c10d::Backend> transport)
@@ -108,22 +119,22 @@ class Agreement : public std::enable_shared_from_this<Agreement> {
   // of the group one at a time). Returns nullptr when the check is off or
   // the group has one rank. When the call is not the predicted one, waits for
   // the exchange and raises on disagreement before returning it; otherwise
-  // returns it still running, for the collective's Work to verify.
-  std::shared_ptr<Exchange> start(std::string_view op, const Signature& mine);
-
-  // Raises if an earlier disagreement ended the group.
-  void check_usable(std::string_view op) const;
+  // returns it still running, for the collective's Work to verify. `decoy`
+  // stands in for this call (null: it never runs ahead).
+  std::shared_ptr<Exchange> start(std::string_view op, const Signature& mine, Decoy decoy);
 
  private:
   friend class Exchange;
-  void remember(const Signature& sig);  // under mutex_
-  void end_group(const std::string& why, bool abort);
+  struct Call {
+    Signature sig;
+    Decoy decoy;
+  };
+  void remember(const Call& call);  // under mutex_
 
   c10::intrusive_ptr<c10d::Backend> transport_;
-  mutable std::mutex mutex_;
-  std::optional<Signature> last_;
-  std::unordered_map<size_t, Signature> next_;  // by the hash of the call before
-  std::string ended_;                           // why the group can no longer be used
+  std::mutex mutex_;
+  std::optional<Call> last_;
+  std::unordered_map<size_t, Call> next_;  // by the hash of the call before
 };
 
 }  // namespace openreg::distributed

@@ -3,6 +3,7 @@
 #include "distributed/HostTensors.h"
 #include "trace/Clock.h"
 
+#include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 #include <c10/util/irange.h>
 
@@ -31,6 +32,20 @@ at::ScalarType dtype_of(const Tensors& tensors) {
   return at::ScalarType::Undefined;
 }
 
+// A decoy (Note [Ranks agree before Gloo runs]) for a call on one tensor of
+// `sizes` and `dtype`: `issue` runs the same collective on zeros of that
+// shape. Calls on several tensors never run ahead (null).
+template <typename Issue>
+Decoy one_tensor_decoy(const Tensors& tensors, Issue issue) {
+  if (tensors.size() != 1) {
+    return nullptr;
+  }
+  return [sizes = tensors[0].sizes().vec(), dtype = tensors[0].scalar_type(),
+          issue](c10d::Backend& transport) {
+    return issue(transport, at::zeros(sizes, at::TensorOptions().dtype(dtype)));
+  };
+}
+
 }  // namespace
 
 Backend::Backend(c10::intrusive_ptr<c10d::Backend> transport, std::string group_name)
@@ -42,7 +57,6 @@ Backend::Backend(c10::intrusive_ptr<c10d::Backend> transport, std::string group_
 c10::intrusive_ptr<c10d::Work> Backend::run(
     Call call, const std::function<c10::intrusive_ptr<c10d::Work>()>& issue) {
   std::lock_guard<std::mutex> issuing(issue_mutex_);
-  agreement_->check_usable(call.name);
   trace::CollectiveInfo info;
   info.name = call.name;
   info.group = group_name_;
@@ -59,7 +73,8 @@ c10::intrusive_ptr<c10d::Work> Backend::run(
   try {
     if (call.checked) {
       exchange =
-          agreement_->start(call.name, Signature(call.name, call.agree, call.peer, call.reduce_op));
+          agreement_->start(call.name, Signature(call.name, call.agree, call.peer, call.reduce_op),
+                            std::move(call.decoy));
     }
     transport_work = issue();
   } catch (const c10::ValueError&) {
@@ -121,6 +136,10 @@ c10::intrusive_ptr<c10d::Work> Backend::broadcast(Tensors& tensors,
   call.dtype = dtype_of(tensors);
   call.agree = tensors;
   call.peer = static_cast<int>(opts.rootRank);
+  call.decoy = one_tensor_decoy(tensors, [opts](c10d::Backend& transport, at::Tensor zeros) {
+    Tensors v{std::move(zeros)};
+    return transport.broadcast(v, opts);
+  });
   return run(std::move(call), [&] {
     Tensors views = host_views(tensors);
     return transport_->broadcast(views, opts);
@@ -135,6 +154,10 @@ c10::intrusive_ptr<c10d::Work> Backend::allreduce(Tensors& tensors,
   call.dtype = dtype_of(tensors);
   call.agree = tensors;
   const auto o = with_sum_for_avg(opts, tensors, call.name, call);
+  call.decoy = one_tensor_decoy(tensors, [o](c10d::Backend& transport, at::Tensor zeros) {
+    Tensors v{std::move(zeros)};
+    return transport.allreduce(v, o);
+  });
   return run(std::move(call), [&] {
     Tensors views = host_views(tensors);
     return transport_->allreduce(views, o);
@@ -163,6 +186,10 @@ c10::intrusive_ptr<c10d::Work> Backend::reduce(Tensors& tensors, const c10d::Red
   call.agree = tensors;
   call.peer = static_cast<int>(opts.rootRank);
   const auto o = with_sum_for_avg(opts, tensors, call.name, call);
+  call.decoy = one_tensor_decoy(tensors, [o](c10d::Backend& transport, at::Tensor zeros) {
+    Tensors v{std::move(zeros)};
+    return transport.reduce(v, o);
+  });
   return run(std::move(call), [&] {
     Tensors views = host_views(tensors);
     return transport_->reduce(views, o);
@@ -195,6 +222,11 @@ c10::intrusive_ptr<c10d::Work> Backend::_allgather_base(at::Tensor& output, at::
   call.inputs = in;
   call.dtype = dtype_of(in);
   call.agree = in;
+  call.decoy =
+      one_tensor_decoy(in, [opts, n = output.numel()](c10d::Backend& transport, at::Tensor zeros) {
+        at::Tensor gathered = at::zeros({n}, zeros.options());
+        return transport._allgather_base(gathered, zeros, opts);
+      });
   return run(std::move(call), [&] {
     at::Tensor out_view = host_views(out)[0];
     at::Tensor in_view = host_views(in)[0];
@@ -295,6 +327,11 @@ c10::intrusive_ptr<c10d::Work> Backend::_reduce_scatter_base(
   call.dtype = dtype_of(in);
   call.agree = out;
   const auto o = with_sum_for_avg(opts, out, call.name, call);
+  call.decoy =
+      one_tensor_decoy(out, [o, n = input.numel()](c10d::Backend& transport, at::Tensor zeros) {
+        at::Tensor scattered = at::zeros({n}, zeros.options());
+        return transport._reduce_scatter_base(zeros, scattered, o);
+      });
   return run(std::move(call), [&] {
     at::Tensor out_view = host_views(out)[0];
     at::Tensor in_view = host_views(in)[0];

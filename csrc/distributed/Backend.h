@@ -113,6 +113,7 @@ class Backend final : public c10d::Backend {
     c10::Device device = c10::Device(c10::DeviceType::CPU);
     int peer = -1;           // the peer of a send or recv, or the root
     int64_t reduce_op = -1;  // as the caller asked (AVG before it becomes SUM)
+    Decoy decoy;             // null: this call never runs ahead of the agreement
     Work::Finish finish;
   };
 
