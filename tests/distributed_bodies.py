@@ -303,6 +303,24 @@ def mismatch_ahead(rank: int, world: int) -> dict[str, Any]:
     return errors
 
 
+def slow_rank_behind_a_predicted_call(rank: int, world: int) -> float:
+    """A rank that makes the predicted call long after the others (past the watchdog's grace, so
+    theirs post their rows and look for the others') is no disagreement: the call completes."""
+    import time
+
+    dev = _dev(rank)
+    group = dist.new_group()
+    x = torch.ones(8, device=dev)
+    for _ in range(3):
+        dist.all_reduce(x, group=group)
+    if rank == world - 1:
+        time.sleep(0.4)
+    dist.all_reduce(x, group=group)
+    dist.all_reduce(x, group=group)  # and the group goes on
+    dist.destroy_process_group(group)
+    return float(x[0])
+
+
 def predicted_call_runs_ahead(rank: int, world: int) -> bool:
     """A predicted async collective returns before the other ranks call it (no exchange to wait
     for); an unpredicted one waits for them. Rank 1 calls only once rank 0 says it returned."""

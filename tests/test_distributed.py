@@ -137,6 +137,10 @@ def test_ranks_running_ahead_meet_the_disagreement_4_ranks(pool4: RankPool) -> N
     assert all(e["after"] == [24.0] * 3 for e in errors)  # (0 + 1 + 2 + 3) * 4
 
 
+def test_a_slow_rank_behind_a_predicted_call_is_no_disagreement(pool: RankPool) -> None:
+    assert pool.run("slow_rank_behind_a_predicted_call", timeout=30) == [32.0, 32.0]  # 2**5
+
+
 def test_a_predicted_collective_does_not_wait_for_the_agreement(pool: RankPool) -> None:
     assert pool.run("predicted_call_runs_ahead", timeout=60) == [True, True]
 

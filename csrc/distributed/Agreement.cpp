@@ -18,8 +18,29 @@ using Fields = std::array<int64_t, Signature::kFields>;
 // Indices into Signature::fields.
 enum Field : int { kOp, kDtype, kTensors, kElements, kRoot, kReduceOp, kDims, kSizes };
 
-// A row of the exchange: the signature, then whether the rank ran ahead.
-constexpr int64_t kRow = Signature::kFields + 1;
+// A posted row: the signature, the call's number in the group, whether the
+// rank issued it ahead.
+constexpr int kSeq = Signature::kFields;
+constexpr int kAhead = Signature::kFields + 1;
+constexpr int kRow = Signature::kFields + 2;
+
+// How often the watchdog looks at the calls ahead.
+constexpr auto kWatchdogPeriod = std::chrono::milliseconds(10);
+
+using Clock = std::chrono::steady_clock;
+
+std::string slot_key(int64_t seq, int rank) {
+  return "openreg/agree/" + std::to_string(seq % Agreement::kSlots) + "/" + std::to_string(rank);
+}
+
+std::exception_ptr value_error(const std::string& what) {
+  try {
+    TORCH_CHECK_VALUE(false, what);
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
 
 // A group keeps at most this many predictions; past it, it starts again
 // (every rank at the same call, since their histories are the same).
@@ -104,53 +125,32 @@ size_t Signature::hash() const {
   return h;
 }
 
-Exchange::Exchange(std::shared_ptr<Agreement> agreement, std::string op, const Signature& mine,
-                   bool ahead)
-    : agreement_(std::move(agreement)), op_(std::move(op)), ahead_(ahead) {
-  c10d::Backend& group = *agreement_->transport_;
-  row_ = at::empty({kRow}, at::kLong);
-  std::memcpy(row_.data_ptr<int64_t>(), mine.fields.data(), sizeof(Fields));
-  row_.data_ptr<int64_t>()[Signature::kFields] = ahead ? 1 : 0;
-  rows_ = at::empty({group.getSize() * kRow}, at::kLong);
-  work_ = group._allgather_base(rows_, row_, c10d::AllgatherOptions());
+Agreement::Agreement(c10::intrusive_ptr<c10d::Backend> transport,
+                     c10::intrusive_ptr<c10d::Store> store)
+    : transport_(std::move(transport)),
+      store_(std::move(store)),
+      watcher_(store_->clone()),
+      rank_(transport_->getRank()),
+      size_(transport_->getSize()) {}
+
+Agreement::~Agreement() {
+  stop();
 }
 
-void Exchange::verify() {
-  std::call_once(verified_, [&] {
-    const int size = static_cast<int>(rows_.numel() / kRow);
-    const int64_t* rows = rows_.const_data_ptr<int64_t>();
-    const int rank = agreement_->transport_->getRank();
-    auto at = [&](int r, int field) { return rows[r * kRow + field]; };
-    bool agree = true;
-    bool root_differs = false;
-    bool reduce_op_differs = false;
-    for (int r = 0; r < size; ++r) {
-      agree &= std::memcmp(rows, rows + r * kRow, sizeof(Fields)) == 0;
-      anyone_ahead_ |= at(r, Signature::kFields) != 0;
-      root_differs |= at(r, kRoot) != at(0, kRoot);
-      reduce_op_differs |= at(r, kReduceOp) != at(0, kReduceOp);
-    }
-    if (agree) {
-      return;
-    }
-    std::ostringstream what;
-    what << "openreg " << op_ << ": the ranks of the group passed different tensors (";
-    for (int r = 0; r < size; ++r) {
-      what << (r ? "; " : "") << "rank " << r << ": "
-           << describe(rows + r * kRow, op_, at(rank, kOp), root_differs, reduce_op_differs);
-    }
-    what << "). Every rank must call the same collective with tensors of the same shape and "
-            "dtype; "
-         << (anyone_ahead_ ? "the ranks that had issued it ahead of this check hold no result"
-                           : "nothing was sent");
-    disagreement_ = what.str();
-  });
-  TORCH_CHECK_VALUE(disagreement_.empty(), disagreement_);
+void Agreement::stop() {
+  {
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    stopping_ = true;
+  }
+  watch_cv_.notify_all();
+  if (watchdog_.joinable()) {
+    watchdog_.join();
+  }
 }
 
-std::shared_ptr<Exchange> Agreement::start(std::string_view op, const Signature& mine,
-                                           Decoy decoy) {
-  if (!agreement_checked() || transport_->getSize() < 2) {
+std::shared_ptr<AheadCall> Agreement::start(const char* op, const Signature& mine, int64_t seq,
+                                            Decoy decoy) {
+  if (!agreement_checked() || size_ < 2) {
     return nullptr;
   }
   std::optional<Call> predicted;
@@ -162,34 +162,39 @@ std::shared_ptr<Exchange> Agreement::start(std::string_view op, const Signature&
         predicted = it->second;
       }
     }
+    if (predicted.has_value() && predicted->sig == mine && predicted->decoy) {
+      remember(*predicted);
+      return std::make_shared<AheadCall>(op, seq, mine);
+    }
   }
-  const bool ahead = predicted.has_value() && predicted->sig == mine && predicted->decoy;
-  auto exchange = std::make_shared<Exchange>(shared_from_this(), std::string(op), mine, ahead);
-  if (ahead) {
+  post(*store_, mine, seq, /*ahead=*/false);
+  const auto timeout = store_->getTimeout();
+  std::optional<std::vector<int64_t>> all = rows(*store_, seq, timeout);
+  TORCH_CHECK_WITH(DistBackendError, all.has_value(), "openreg ", op,
+                   ": not every rank of the group called a collective within ", timeout.count(),
+                   " ms of this one (a rank stopped, or called something else)");
+  const std::string disagreement = compare(*all, op);
+  if (disagreement.empty()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    remember(Call{mine, std::move(decoy)});
+    return nullptr;
+  }
+  bool anyone_ahead = false;
+  for (int r = 0; r < size_; ++r) {
+    anyone_ahead |= (*all)[r * kRow + kAhead] != 0;
+  }
+  if (anyone_ahead && predicted.has_value() && predicted->decoy) {
+    // They are inside the predicted collective: complete it with them, and
+    // remember it as they did (Note [Ranks agree before Gloo runs]).
+    try {
+      predicted->decoy(*transport_)->wait();
+    } catch (const std::exception&) {
+      // A rank died on the way: the disagreement is still what to report.
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     remember(*predicted);
-    return exchange;
   }
-  exchange->work()->wait();
-  try {
-    exchange->verify();
-  } catch (const c10::ValueError&) {
-    if (exchange->anyone_ahead() && predicted.has_value() && predicted->decoy) {
-      // They are inside the predicted collective: complete it with them, and
-      // remember it as they did (Note [Ranks agree before Gloo runs]).
-      try {
-        predicted->decoy(*transport_)->wait();
-      } catch (const std::exception&) {
-        // A rank died on the way: the disagreement is still what to report.
-      }
-      std::lock_guard<std::mutex> lock(mutex_);
-      remember(*predicted);
-    }
-    throw;
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
-  remember(Call{mine, std::move(decoy)});
-  return exchange;
+  TORCH_CHECK_VALUE(false, disagreement);
 }
 
 void Agreement::remember(const Call& call) {
@@ -201,6 +206,158 @@ void Agreement::remember(const Call& call) {
     next_[key] = call;
   }
   last_ = call;
+}
+
+void Agreement::post(c10d::Store& store, const Signature& sig, int64_t seq, bool ahead) {
+  std::array<int64_t, kRow> row;
+  std::copy(sig.fields.begin(), sig.fields.end(), row.begin());
+  row[kSeq] = seq;
+  row[kAhead] = ahead ? 1 : 0;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(row.data());
+  store.set(slot_key(seq, rank_), std::vector<uint8_t>(bytes, bytes + sizeof(row)));
+}
+
+std::optional<std::vector<int64_t>> Agreement::rows(c10d::Store& store, int64_t seq,
+                                                    std::chrono::milliseconds timeout) {
+  std::vector<std::string> keys;
+  for (int r = 0; r < size_; ++r) {
+    keys.push_back(slot_key(seq, r));
+  }
+  const auto deadline = Clock::now() + timeout;
+  if (!store.check(keys)) {
+    if (timeout.count() == 0) {
+      return std::nullopt;
+    }
+    try {
+      store.wait(keys, timeout);
+    } catch (const c10::DistStoreError&) {
+      return std::nullopt;  // timed out
+    }
+  }
+  for (;;) {  // a slot may still hold the call kSlots before: wait for this one
+    std::vector<std::vector<uint8_t>> values = store.multiGet(keys);
+    std::vector<int64_t> all(static_cast<size_t>(size_) * kRow);
+    bool current = true;
+    for (int r = 0; r < size_; ++r) {
+      TORCH_CHECK(values[r].size() == kRow * sizeof(int64_t),
+                  "openreg: a malformed row in the store at ", keys[r]);
+      std::memcpy(&all[r * kRow], values[r].data(), values[r].size());
+      current &= all[r * kRow + kSeq] == seq;
+    }
+    if (current) {
+      return all;
+    }
+    if (Clock::now() >= deadline) {
+      return std::nullopt;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+std::string Agreement::compare(const std::vector<int64_t>& rows, const char* op) const {
+  const int64_t* all = rows.data();
+  auto at = [&](int r, int field) { return all[r * kRow + field]; };
+  bool agree = true;
+  bool anyone_ahead = false;
+  bool root_differs = false;
+  bool reduce_op_differs = false;
+  for (int r = 0; r < size_; ++r) {
+    agree &= std::memcmp(all, all + r * kRow, sizeof(Fields)) == 0;
+    anyone_ahead |= at(r, kAhead) != 0;
+    root_differs |= at(r, kRoot) != at(0, kRoot);
+    reduce_op_differs |= at(r, kReduceOp) != at(0, kReduceOp);
+  }
+  if (agree) {
+    return "";
+  }
+  std::ostringstream what;
+  what << "openreg " << op << ": the ranks of the group passed different tensors (";
+  for (int r = 0; r < size_; ++r) {
+    what << (r ? "; " : "") << "rank " << r << ": "
+         << describe(all + r * kRow, op, at(rank_, kOp), root_differs, reduce_op_differs);
+  }
+  what << "). Every rank must call the same collective with tensors of the same shape and dtype; "
+       << (anyone_ahead ? "the ranks that had issued it ahead of this check hold no result"
+                        : "nothing was sent");
+  return what.str();
+}
+
+void Agreement::watch(const std::shared_ptr<AheadCall>& call) {
+  std::lock_guard<std::mutex> lock(watch_mutex_);
+  if (stopping_) {
+    return;
+  }
+  if (!watchdog_.joinable()) {
+    watchdog_ = std::thread([this] { watchdog(); });
+  }
+  call->issued = Clock::now();
+  watched_.push_back(call);
+  if (watched_.size() == 1) {
+    watch_cv_.notify_one();
+  }
+}
+
+void Agreement::watchdog() {
+  std::unique_lock<std::mutex> lock(watch_mutex_);
+  while (!stopping_) {
+    if (watched_.empty()) {
+      watch_cv_.wait(lock, [&] { return stopping_ || !watched_.empty(); });
+      continue;
+    }
+    watch_cv_.wait_for(lock, kWatchdogPeriod, [&] { return stopping_; });
+    watched_.erase(std::remove_if(watched_.begin(), watched_.end(),
+                                  [](const auto& c) { return c->over || c->agreed; }),
+                   watched_.end());
+    const auto now = Clock::now();
+    std::vector<std::shared_ptr<AheadCall>> late;
+    for (const auto& c : watched_) {
+      if (now - c->issued >= kAheadGrace) {
+        late.push_back(c);
+      }
+    }
+    if (late.empty() || stopping_) {
+      continue;
+    }
+    lock.unlock();
+    for (const auto& c : late) {
+      try {
+        if (!c->posted.exchange(true)) {
+          post(*watcher_, c->sig, c->seq, /*ahead=*/true);
+        }
+        std::optional<std::vector<int64_t>> all = rows(*watcher_, c->seq, {});
+        if (!all.has_value()) {
+          continue;  // not every rank has posted: look again later
+        }
+        const std::string disagreement = compare(*all, c->op);
+        if (disagreement.empty()) {
+          c->agreed = true;  // only slow
+        } else if (!c->over.exchange(true) && c->fail) {
+          c->fail(value_error(disagreement));
+        }
+      } catch (const std::exception&) {
+        // The store is unreachable: the collective's own timeout will say so.
+      }
+    }
+    lock.lock();
+  }
+}
+
+std::exception_ptr Agreement::disagreement(AheadCall& call) {
+  if (!call.posted) {
+    return nullptr;  // nobody can have disagreed (Note [Ranks agree before Gloo runs])
+  }
+  try {
+    std::optional<std::vector<int64_t>> all = rows(*watcher_, call.seq, {});
+    if (all.has_value()) {
+      const std::string disagreement = compare(*all, call.op);
+      if (!disagreement.empty()) {
+        return value_error(disagreement);
+      }
+    }
+  } catch (const std::exception&) {
+    // The store is gone too: the collective's own outcome stands.
+  }
+  return nullptr;
 }
 
 }  // namespace openreg::distributed

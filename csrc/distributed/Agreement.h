@@ -5,44 +5,56 @@
 // disagree (one all-reduces 4 floats, the other 8), the rank expecting fewer
 // bytes is terminated by Gloo's transport thread, where nothing can catch the
 // error; float32 against int32 of the same size sums bit patterns silently.
-// So each collective whose ranks must agree comes with an exchange: every rank
-// all-gathers its call's signature (the collective, dtype, number of tensors
-// and elements, first shape, root and reduce op) on the same Gloo group and
-// compares them; a disagreement raises the same clear ValueError on every
-// rank, naming what each rank passed.
+// So the ranks compare their calls' signatures (the collective, dtype, number
+// of tensors and elements, first shape, root and reduce op) in the group's
+// store, and a disagreement raises the same clear ValueError on every rank,
+// naming what each rank passed.
 //
-// Waiting for that exchange before every collective would double the latency
-// of small ones, so a rank waits only when its call is not the one predicted.
-// Each group remembers, for every signature, the call that followed it last
-// time (a training loop repeats its collectives), and predicts the next call
-// from the last one. Every rank makes the same prediction: it comes from the
-// group's history, which is the same on every rank because every rank adds
-// the same call to it (below). Then:
-// - a rank whose call is the predicted one issues it right after starting
-//   the exchange; its Work checks the exchange before it completes;
-// - a rank whose call is not waits for the exchange before it sends anything.
-// Data moves before agreement only if every rank made the predicted call, so
-// Gloo never sees two sizes. If some ranks ran ahead and another disagrees,
-// the ones ahead are inside a collective the others never called: each rank
-// that waited joins it with a decoy (the predicted collective on zeros, made
-// from the recipe kept with the prediction) so that it completes, adds the
-// predicted call to its history as the others did, and raises. Every rank
-// gets the ValueError, the ones ahead hold no result in their tensors, and
-// the group lives on. Only calls a decoy can stand in for run ahead: one
-// tensor, a collective whose sizes its signature fixes (Backend.cpp).
+// Comparing before every collective would cost round trips, most of the time
+// of a small collective, so a rank compares only when its call is not the
+// predicted one. Each group remembers, for every call, the call that followed
+// it last time (a training loop repeats its collectives), and predicts the
+// next call from the last one. Every rank makes the same prediction, because
+// every rank adds the same calls to the group's history (below). Then:
+// - a rank whose call is the predicted one issues it at once and posts
+//   nothing: it runs "ahead" of the agreement;
+// - a rank whose call is not posts its signature and waits for every rank's;
+//   when they agree, it issues its call.
+// Every rank thus issues one transport collective per call, in the same order.
+// If every rank made the predicted call, that is all: the collective
+// completes and nobody compared anything. If some did not, the ranks ahead
+// are inside a collective the others never called: a watchdog posts the
+// signature of any call still running ahead after kAheadGrace, so the ranks
+// that wait see the disagreement; each of them joins the ranks ahead with a
+// decoy (the predicted collective on zeros, from a recipe kept with the
+// prediction) so that their collective completes, adds the predicted call to
+// its history as they did, and raises. The ranks ahead find the disagreement
+// in the store (their watchdog, or their Work when it completes after posting)
+// and fail with the same ValueError; their tensors hold no result. The group
+// lives on. Only calls a decoy can stand in for run ahead: one tensor, a
+// collective whose sizes its signature fixes (Backend.cpp).
 //
-// OPENREG_DIST_CHECK=0 skips the exchange, for programs known to be
-// consistent (benchmarks/bench_distributed.py measures both).
+// Signatures are posted in slots ("openreg/agree/<slot>/<rank>", the slot is
+// the call's number in the group modulo kSlots), each holding its call's
+// number, so the store keeps a bounded number of keys per group.
+// OPENREG_DIST_CHECK=0 skips all of it, for programs known to be consistent
+// (benchmarks/bench_distributed.py measures both).
 
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -72,69 +84,83 @@ struct Signature {
   size_t hash() const;
 };
 
-class Agreement;
-
-// One exchange of signatures, started for a collective.
-class Exchange {
- public:
-  Exchange(std::shared_ptr<Agreement> agreement, std::string op, const Signature& mine, bool ahead);
-
-  // The transport's Work of the exchange.
-  const c10::intrusive_ptr<c10d::Work>& work() const {
-    return work_;
-  }
-  // Whether this rank issued its collective without waiting for the exchange.
-  bool ahead() const {
-    return ahead_;
-  }
-  // Raises the clear ValueError when the ranks disagree; call once the
-  // exchange's work has completed (its own errors are the caller's).
-  void verify();
-  // Whether some rank issued its collective without waiting (after verify).
-  bool anyone_ahead() const {
-    return anyone_ahead_;
-  }
-
- private:
-  friend class Agreement;
-  std::shared_ptr<Agreement> agreement_;
-  std::string op_;
-  bool ahead_;
-  at::Tensor row_;   // this rank's signature
-  at::Tensor rows_;  // every rank's
-  c10::intrusive_ptr<c10d::Work> work_;
-  std::once_flag verified_;
-  std::string disagreement_;  // empty when the ranks agree
-  bool anyone_ahead_ = false;
+// A call issued ahead of its ranks' agreement, as its Work and the watchdog
+// see it.
+struct AheadCall {
+  AheadCall(const char* op, int64_t seq, const Signature& sig) : op(op), seq(seq), sig(sig) {}
+  const char* op;
+  int64_t seq;  // its number in the group, the same on every rank
+  Signature sig;
+  std::chrono::steady_clock::time_point issued;
+  std::atomic<bool> posted{false};  // set before its row is posted
+  std::atomic<bool> agreed{false};  // every rank's row was found alike
+  std::atomic<bool> over{false};    // its Work finished: the watchdog lets go
+  // Set by its Work: finishes it with the disagreement.
+  std::function<void(std::exception_ptr)> fail;
 };
 
-// A group's history of agreed calls and its predictions
+// A group's history of calls, its predictions, and the comparisons
 // (Note [Ranks agree before Gloo runs]).
-class Agreement : public std::enable_shared_from_this<Agreement> {
+class Agreement {
  public:
-  explicit Agreement(c10::intrusive_ptr<c10d::Backend> transport)
-      : transport_(std::move(transport)) {}
+  static constexpr auto kAheadGrace = std::chrono::milliseconds(50);
+  static constexpr int64_t kSlots = 1024;
 
-  // Before a collective that needs agreement (the caller issues collectives
-  // of the group one at a time). Returns nullptr when the check is off or
-  // the group has one rank. When the call is not the predicted one, waits for
-  // the exchange and raises on disagreement before returning it; otherwise
-  // returns it still running, for the collective's Work to verify. `decoy`
-  // stands in for this call (null: it never runs ahead).
-  std::shared_ptr<Exchange> start(std::string_view op, const Signature& mine, Decoy decoy);
+  Agreement(c10::intrusive_ptr<c10d::Backend> transport, c10::intrusive_ptr<c10d::Store> store);
+  ~Agreement();
+  Agreement(const Agreement&) = delete;
+  Agreement& operator=(const Agreement&) = delete;
+
+  // Before a collective that needs agreement, numbered `seq` in the group
+  // (the caller issues the group's collectives one at a time); `decoy` stands
+  // in for it (null: it never runs ahead). Returns the call when it runs
+  // ahead (its Work must hand it to watch()), else nullptr: the check is off,
+  // the group has one rank, or the ranks compared and agree (on disagreement,
+  // this raises the ValueError).
+  std::shared_ptr<AheadCall> start(const char* op, const Signature& mine, int64_t seq, Decoy decoy);
+
+  // Hands a call ahead to the watchdog (`call.fail` set).
+  void watch(const std::shared_ptr<AheadCall>& call);
+  // A call ahead finished: its disagreement (the ValueError) if the ranks
+  // disagreed, else null. Only a call whose row the watchdog posted looks
+  // (without it, nobody can have disagreed: Note above).
+  std::exception_ptr disagreement(AheadCall& call);
+
+  // Stops the watchdog (the group shuts down).
+  void stop();
 
  private:
-  friend class Exchange;
   struct Call {
     Signature sig;
     Decoy decoy;
   };
   void remember(const Call& call);  // under mutex_
+  void post(c10d::Store& store, const Signature& sig, int64_t seq, bool ahead);
+  // Every rank's row for call `seq` once all are posted (waiting up to
+  // `timeout`, none: only looking), or nothing.
+  std::optional<std::vector<int64_t>> rows(c10d::Store& store, int64_t seq,
+                                           std::chrono::milliseconds timeout);
+  // The disagreement of `rows`, "" when the ranks agree.
+  std::string compare(const std::vector<int64_t>& rows, const char* op) const;
+  void watchdog();
 
   c10::intrusive_ptr<c10d::Backend> transport_;
+  c10::intrusive_ptr<c10d::Store> store_;  // the caller's
+  // Its own connection, for the watchdog and the Works ahead: never behind the
+  // caller's wait for the ranks' rows.
+  c10::intrusive_ptr<c10d::Store> watcher_;
+  int rank_;
+  int size_;
+
   std::mutex mutex_;
   std::optional<Call> last_;
   std::unordered_map<size_t, Call> next_;  // by the hash of the call before
+
+  std::mutex watch_mutex_;
+  std::condition_variable watch_cv_;
+  std::vector<std::shared_ptr<AheadCall>> watched_;
+  bool stopping_ = false;
+  std::thread watchdog_;  // started with the first call ahead
 };
 
 }  // namespace openreg::distributed

@@ -48,11 +48,12 @@ Decoy one_tensor_decoy(const Tensors& tensors, Issue issue) {
 
 }  // namespace
 
-Backend::Backend(c10::intrusive_ptr<c10d::Backend> transport, std::string group_name)
+Backend::Backend(c10::intrusive_ptr<c10d::Backend> transport, std::string group_name,
+                 c10::intrusive_ptr<c10d::Store> store)
     : c10d::Backend(transport->getRank(), transport->getSize()),
       transport_(std::move(transport)),
       group_name_(std::move(group_name)),
-      agreement_(std::make_shared<Agreement>(transport_)) {}
+      agreement_(std::make_shared<Agreement>(transport_, std::move(store))) {}
 
 c10::intrusive_ptr<c10d::Work> Backend::run(
     Call call, const std::function<c10::intrusive_ptr<c10d::Work>()>& issue) {
@@ -68,13 +69,13 @@ c10::intrusive_ptr<c10d::Work> Backend::run(
   info.size = getSize();
   info.peer = call.peer;
   const trace::CollectiveHandle event = trace::begin_collective(info);
-  std::shared_ptr<Exchange> exchange;
+  std::shared_ptr<AheadCall> ahead;
   c10::intrusive_ptr<c10d::Work> transport_work;
   try {
     if (call.checked) {
-      exchange =
+      ahead =
           agreement_->start(call.name, Signature(call.name, call.agree, call.peer, call.reduce_op),
-                            std::move(call.decoy));
+                            info.seq, std::move(call.decoy));
     }
     transport_work = issue();
   } catch (const c10::ValueError&) {
@@ -84,12 +85,9 @@ c10::intrusive_ptr<c10d::Work> Backend::run(
     trace::end_collective(event, trace::now_ns());
     TORCH_CHECK_WITH(DistBackendError, false, describe(info), " failed: ", e.what());
   }
-  if (exchange && !exchange->ahead()) {
-    exchange = nullptr;  // verified already
-  }
-  auto work = c10::make_intrusive<Work>(std::move(transport_work), std::move(exchange), call.type,
-                                        getRank(), std::move(call.outputs), std::move(call.inputs),
-                                        std::move(call.finish), info, event);
+  auto work = c10::make_intrusive<Work>(
+      std::move(transport_work), std::move(ahead), agreement_, call.type, getRank(),
+      std::move(call.outputs), std::move(call.inputs), std::move(call.finish), info, event);
   work->watch_transport();
   return work;
 }
@@ -457,10 +455,12 @@ void Backend::setTimeout(std::chrono::milliseconds timeout) {
 }
 
 void Backend::abort() {
+  agreement_->stop();
   transport_->abort();
 }
 
 void Backend::shutdown() {
+  agreement_->stop();
   transport_->shutdown();
 }
 

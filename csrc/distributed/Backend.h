@@ -33,8 +33,11 @@ class Backend final : public c10d::Backend {
  public:
   static constexpr const char* kName = "ogloo";
 
-  // `transport` is a group of the same rank and size (Gloo's, from Python).
-  Backend(c10::intrusive_ptr<c10d::Backend> transport, std::string group_name);
+  // `transport` is a group of the same rank and size (Gloo's, from Python);
+  // `store` is the group's, where the ranks compare their calls
+  // (Note [Ranks agree before Gloo runs]).
+  Backend(c10::intrusive_ptr<c10d::Backend> transport, std::string group_name,
+          c10::intrusive_ptr<c10d::Store> store);
 
   const std::string getBackendName() const override {
     return kName;
@@ -136,9 +139,9 @@ class Backend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> transport_;
   std::string group_name_;
   std::shared_ptr<Agreement> agreement_;
-  // Collectives of the group are issued one at a time: each one's exchange
-  // and its data go to the transport back to back, in the same order on
-  // every rank (Note [Ranks agree before Gloo runs]).
+  // Collectives of the group are issued one at a time: each one's number,
+  // comparison and collective follow the same order on every rank
+  // (Note [Ranks agree before Gloo runs]).
   std::mutex issue_mutex_;
   std::atomic<int64_t> seq_{0};
   std::mutex p2p_mutex_;

@@ -5,7 +5,6 @@
 #include <ATen/core/jit_type.h>
 #include <c10/util/Exception.h>
 
-#include <algorithm>
 #include <sstream>
 
 namespace openreg::distributed {
@@ -21,13 +20,14 @@ std::string describe(const trace::CollectiveInfo& info) {
   return what.str();
 }
 
-Work::Work(c10::intrusive_ptr<c10d::Work> transport, std::shared_ptr<Exchange> exchange,
-           c10d::OpType type, int rank, std::vector<at::Tensor> outputs,
-           std::vector<at::Tensor> inputs, Finish finish, trace::CollectiveInfo info,
-           trace::CollectiveHandle event)
+Work::Work(c10::intrusive_ptr<c10d::Work> transport, std::shared_ptr<AheadCall> ahead,
+           std::weak_ptr<Agreement> agreement, c10d::OpType type, int rank,
+           std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs, Finish finish,
+           trace::CollectiveInfo info, trace::CollectiveHandle event)
     : c10d::Work(rank, type),
       transport_(std::move(transport)),
-      exchange_(std::move(exchange)),
+      ahead_(std::move(ahead)),
+      agreement_(std::move(agreement)),
       outputs_(std::move(outputs)),
       inputs_(std::move(inputs)),
       finish_(std::move(finish)),
@@ -51,6 +51,15 @@ Work::Work(c10::intrusive_ptr<c10d::Work> transport, std::shared_ptr<Exchange> e
 // caller waits or polls, and their event ends then.
 void Work::finish_once(std::exception_ptr error) {
   std::call_once(finished_, [&] {
+    if (ahead_ != nullptr && !ahead_->over.exchange(true)) {
+      // Issued ahead of the agreement: if the ranks disagreed, that is the
+      // error to report (Note [Ranks agree before Gloo runs]).
+      if (std::shared_ptr<Agreement> agreement = agreement_.lock()) {
+        if (std::exception_ptr disagreement = agreement->disagreement(*ahead_)) {
+          error = disagreement;
+        }
+      }
+    }
     if (!error && finish_) {
       try {
         finish_();
@@ -88,55 +97,33 @@ std::exception_ptr Work::named(std::exception_ptr error) const {
   return error;
 }
 
-std::exception_ptr Work::disagreement() const {
-  try {
-    exchange_->verify();
-  } catch (...) {
-    return std::current_exception();
-  }
-  return nullptr;
-}
-
 void Work::watch_transport() {
-  if (!exchange_) {
-    watch_collective();
-    return;
-  }
-  auto self = c10::intrusive_ptr<Work>::reclaim_copy(this);
-  exchange_->work()->getFuture()->addCallback([self](c10::ivalue::Future& f) {
-    if (f.hasError()) {
-      self->finish_once(f.exception_ptr());
-    } else if (std::exception_ptr error = self->disagreement()) {
-      self->finish_once(error);
-    } else {
-      self->watch_collective();
-    }
-  });
-}
-
-void Work::watch_collective() {
   c10::intrusive_ptr<c10::ivalue::Future> done;
   try {
     done = transport_->getFuture();
   } catch (const c10::Error&) {
-    return;  // no future (Gloo's send/recv): finished by wait() or isCompleted()
+    done = nullptr;  // no future (Gloo's send/recv): finished by wait() or isCompleted()
   }
-  auto self = c10::intrusive_ptr<Work>::reclaim_copy(this);
-  done->addCallback([self](c10::ivalue::Future& f) {
-    self->finish_once(f.hasError() ? f.exception_ptr() : nullptr);
-  });
+  if (done) {
+    auto self = c10::intrusive_ptr<Work>::reclaim_copy(this);
+    done->addCallback([self](c10::ivalue::Future& f) {
+      self->finish_once(f.hasError() ? f.exception_ptr() : nullptr);
+    });
+  }
+  std::shared_ptr<Agreement> agreement = agreement_.lock();
+  if (ahead_ != nullptr && agreement != nullptr) {
+    c10::weak_intrusive_ptr<Work> weak(c10::intrusive_ptr<Work>::reclaim_copy(this));
+    ahead_->fail = [weak](std::exception_ptr error) {
+      if (c10::intrusive_ptr<Work> self = weak.lock()) {
+        self->finish_once(error);
+      }
+    };
+    agreement->watch(ahead_);
+  }
 }
 
 bool Work::isCompleted() {
-  if (!future_->completed() && exchange_ && exchange_->work()->isCompleted()) {
-    if (!exchange_->work()->isSuccess()) {
-      finish_once(exchange_->work()->exception());
-    } else if (std::exception_ptr error = disagreement()) {
-      finish_once(error);
-    }
-  }
-  const bool agreed = !exchange_ || exchange_->work()->isCompleted();
-  if (!future_->completed() && agreed && transport_->isCompleted()) {
+  if (!future_->completed() && transport_->isCompleted()) {
     finish_once(transport_->isSuccess() ? nullptr : transport_->exception());
   }
   return future_->completed();
@@ -158,42 +145,21 @@ std::vector<at::Tensor> Work::result() {
   return outputs_;
 }
 
-bool Work::wait_for(c10d::Work& work, std::chrono::milliseconds timeout, int64_t start) {
-  if (timeout != ::kNoTimeout) {  // what is left of it
-    const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::nanoseconds(trace::now_ns() - start));
-    timeout = std::max(timeout - spent, std::chrono::milliseconds(1));
-  }
+bool Work::wait(std::chrono::milliseconds timeout) {
+  const int64_t start = trace::now_ns();
   try {
-    work.wait(timeout);
+    transport_->wait(timeout);
   } catch (...) {
-    if (!work.isCompleted()) {
+    if (!transport_->isCompleted()) {
       // The wait timed out, not the collective: it may still complete, and
       // a later wait() can see it do so.
       trace::record_collective_wait(info_, start);
       std::rethrow_exception(named(std::current_exception()));
     }
     finish_once(std::current_exception());
-    return false;
   }
-  return true;
-}
-
-bool Work::wait(std::chrono::milliseconds timeout) {
-  const int64_t start = trace::now_ns();
-  bool agreed = true;
-  if (exchange_ && wait_for(*exchange_->work(), timeout, start)) {
-    if (std::exception_ptr error = disagreement()) {
-      finish_once(error);
-      agreed = false;
-    }
-  } else if (exchange_) {
-    agreed = false;  // the exchange failed (a rank died): finished with its error
-  }
-  if (agreed && wait_for(*transport_, timeout, start)) {
-    finish_once(nullptr);  // a no-op if the transport's callback finished it
-  }
-  future_->wait();  // that callback may still be running on Gloo's thread
+  finish_once(nullptr);  // a no-op if the transport's callback finished it
+  future_->wait();       // that callback may still be running on Gloo's thread
   trace::record_collective_wait(info_, start);
   if (future_->hasError()) {
     std::rethrow_exception(future_->exception_ptr());

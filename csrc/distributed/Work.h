@@ -10,8 +10,8 @@
 // Completion is observed once, by whichever comes first: the transport's
 // future calling back on its worker thread, wait(), or isCompleted()
 // (Note [Finishing a Work once]). A collective issued ahead of its ranks'
-// agreement (Note [Ranks agree before Gloo runs]) completes only once that
-// exchange says the ranks agree; if they do not, it fails with its ValueError.
+// agreement (Note [Ranks agree before Gloo runs]) fails with the ValueError
+// if they turn out to disagree.
 
 #include "distributed/Agreement.h"
 #include "trace/Collective.h"
@@ -37,10 +37,11 @@ class Work : public c10d::Work {
   // Runs on the result after the transport succeeds (e.g. the AVG division).
   using Finish = std::function<void()>;
 
-  // `exchange` is the agreement still to verify, or null.
-  Work(c10::intrusive_ptr<c10d::Work> transport, std::shared_ptr<Exchange> exchange,
-       c10d::OpType type, int rank, std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs,
-       Finish finish, trace::CollectiveInfo info, trace::CollectiveHandle event);
+  // `ahead` is the call when it was issued ahead of its ranks' agreement.
+  Work(c10::intrusive_ptr<c10d::Work> transport, std::shared_ptr<AheadCall> ahead,
+       std::weak_ptr<Agreement> agreement, c10d::OpType type, int rank,
+       std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs, Finish finish,
+       trace::CollectiveInfo info, trace::CollectiveHandle event);
 
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -53,22 +54,17 @@ class Work : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
   // Subscribes to the transport's future when it has one (Gloo's send and
-  // recv do not; they finish on wait() or isCompleted()), after the
-  // exchange's when there is one.
+  // recv do not; they finish on wait() or isCompleted()), and hands a call
+  // ahead to the agreement's watchdog.
   void watch_transport();
 
  private:
-  void watch_collective();
-  // The exchange's disagreement (the ValueError), or null when the ranks agree.
-  std::exception_ptr disagreement() const;
-  // Waits for `work`: false when it failed and finished this Work; rethrows
-  // (named) when the wait timed out.
-  bool wait_for(c10d::Work& work, std::chrono::milliseconds timeout, int64_t start);
   void finish_once(std::exception_ptr error);
   std::exception_ptr named(std::exception_ptr error) const;
 
   c10::intrusive_ptr<c10d::Work> transport_;
-  std::shared_ptr<Exchange> exchange_;
+  std::shared_ptr<AheadCall> ahead_;
+  std::weak_ptr<Agreement> agreement_;
   std::vector<at::Tensor> outputs_;
   std::vector<at::Tensor> inputs_;  // kept alive: the transport reads their host views
   Finish finish_;

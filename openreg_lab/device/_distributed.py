@@ -48,7 +48,7 @@ def _create_group(options: Any, backend_options: Any = None) -> Any:
 
     rank, size = options.group_rank, options.group_size
     gloo = ProcessGroupGloo(options.store, rank, size, options.timeout)
-    ours = _C._DistributedBackend(gloo, str(options.group_id))
+    ours = _C._DistributedBackend(gloo, str(options.group_id), options.store)
     group = ProcessGroup(options.store, rank, size)
     group._set_default_backend(ProcessGroup.BackendType.CUSTOM)
     group._register_backend(torch.device("cpu"), ProcessGroup.BackendType.GLOO, gloo)
