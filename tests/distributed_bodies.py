@@ -324,12 +324,16 @@ def slow_rank_behind_a_predicted_call(rank: int, world: int) -> float:
 def predicted_call_runs_ahead(rank: int, world: int) -> bool:
     """A predicted async collective returns before the other ranks call it (no exchange to wait
     for); an unpredicted one waits for them. Rank 1 calls only once rank 0 says it returned."""
+    import gc
+
     dev = _dev(rank)
     store = dist.distributed_c10d._get_default_store()
+    threads = len(os.listdir("/proc/self/task"))
     group = dist.new_group()
     x = torch.ones(8, device=dev)
     dist.all_reduce(x, group=group)
     dist.all_reduce(x, group=group)  # now predicted: all_reduce of 8 floats follows itself
+    work = None
     if rank == 0:
         work = dist.all_reduce(x, group=group, async_op=True)
         store.set("ahead/returned", "1")  # only reached if the call did not wait for rank 1
@@ -342,6 +346,11 @@ def predicted_call_runs_ahead(rank: int, world: int) -> bool:
         store.delete_key("ahead/returned")
     assert float(x[0]) == world**3
     dist.destroy_process_group(group)
+    del group, work
+    gc.collect()
+    # the group's threads (Gloo's and the agreement's watchdog) ended with it
+    names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+    assert len(names) == threads, names
     return True
 
 

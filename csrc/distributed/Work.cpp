@@ -167,6 +167,10 @@ bool Work::wait(std::chrono::milliseconds timeout) {
   return true;
 }
 
+void Work::release_resources() {
+  ahead_.reset();
+}
+
 void Work::abort() {
   transport_->abort();
 }

@@ -51,6 +51,10 @@ class Work : public c10d::Work {
   void synchronize() override {}  // Note [Synchronous execution]: nothing to order
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   void abort() override;
+  // When the last reference goes: lets go of the call ahead, whose `fail`
+  // holds a weak reference to this Work (a weak reference keeps an
+  // intrusive_ptr's object, and so Gloo's context, alive).
+  void release_resources() override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
   // Subscribes to the transport's future when it has one (Gloo's send and
