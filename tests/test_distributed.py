@@ -328,9 +328,9 @@ def test_a_dead_rank_is_an_error_within_the_timeout() -> None:
     for how, out in outs.items():
         assert out.startswith("DistBackendError"), (how, out)
         seconds = int(out.split()[1])
-        assert seconds <= 6, out  # within the 5 s timeout (a dead peer: at once)
+        # within the 5 s timeout (this call is not predicted: it waits for the ranks' rows in the store)
+        assert seconds <= 6, out
         assert "openreg allreduce (group '0', rank 0 of 2, 16 bytes of Float on openreg:0) failed" in out
-        # (after the timed-out wait, Gloo has closed the connection: the all-reduce fails at once)
 
 
 def test_cpu_users_init_with_no_backend() -> None:
