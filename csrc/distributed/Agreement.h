@@ -27,12 +27,15 @@
 // signature of any call still running ahead after kAheadGrace, so the ranks
 // that wait see the disagreement; each of them joins the ranks ahead with a
 // decoy (the predicted collective on zeros, from a recipe kept with the
-// prediction) so that their collective completes, adds the predicted call to
-// its history as they did, and raises. The ranks ahead find the disagreement
-// in the store (their watchdog, or their Work when it completes after posting)
+// prediction) so that their collective completes (Gloo has no way to cancel
+// it: aborting the group does not end it), adds the predicted call to its
+// history as they did, and raises. The ranks ahead find the disagreement in
+// the store (their watchdog, or their Work when it completes after posting)
 // and fail with the same ValueError; their tensors hold no result. The group
-// lives on. Only calls a decoy can stand in for run ahead: one tensor, a
-// collective whose sizes its signature fixes (Backend.cpp).
+// lives on. A call ahead that completes without having posted cannot have
+// met a disagreement: a decoy is only sent after every rank's row was read.
+// Only calls a decoy can stand in for run ahead: one tensor, a collective
+// whose sizes its signature fixes (Backend.cpp).
 //
 // Signatures are posted in slots ("openreg/agree/<slot>/<rank>", the slot is
 // the call's number in the group modulo kSlots), each holding its call's
