@@ -1,6 +1,5 @@
 #include "distributed/Agreement.h"
 
-#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
