@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import datetime
 import os
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -349,7 +350,7 @@ def predicted_call_runs_ahead(rank: int, world: int) -> bool:
     del group, work
     gc.collect()
     # the group's threads (Gloo's and the agreement's watchdog) ended with it
-    names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+    names = [Path(f"/proc/self/task/{t}/comm").read_text().strip() for t in os.listdir("/proc/self/task")]
     assert len(names) == threads, names
     return True
 

@@ -152,18 +152,16 @@ std::shared_ptr<AheadCall> Agreement::start(const char* op, const Signature& min
   if (!agreement_checked() || size_ < 2) {
     return nullptr;
   }
-  std::optional<Call> predicted;
+  std::optional<Call> predicted;  // copied only when this call is not it
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (last_.has_value()) {
-      auto it = next_.find(last_->sig.hash());
-      if (it != next_.end()) {
-        predicted = it->second;
+    auto it = last_key_.has_value() ? next_.find(*last_key_) : next_.end();
+    if (it != next_.end()) {
+      if (it->second.sig == mine && it->second.decoy) {
+        last_key_ = mine.hash();  // the history holds this call after the last already
+        return std::make_shared<AheadCall>(op, seq, mine);
       }
-    }
-    if (predicted.has_value() && predicted->sig == mine && predicted->decoy) {
-      remember(*predicted);
-      return std::make_shared<AheadCall>(op, seq, mine);
+      predicted = it->second;
     }
   }
   post(*store_, mine, seq, /*ahead=*/false);
@@ -197,14 +195,13 @@ std::shared_ptr<AheadCall> Agreement::start(const char* op, const Signature& min
 }
 
 void Agreement::remember(const Call& call) {
-  if (last_.has_value()) {
-    const size_t key = last_->sig.hash();
-    if (next_.size() >= kMaxPredictions && next_.count(key) == 0) {
+  if (last_key_.has_value()) {
+    if (next_.size() >= kMaxPredictions && next_.count(*last_key_) == 0) {
       next_.clear();
     }
-    next_[key] = call;
+    next_[*last_key_] = call;
   }
-  last_ = call;
+  last_key_ = call.sig.hash();
 }
 
 void Agreement::post(c10d::Store& store, const Signature& sig, int64_t seq, bool ahead) {

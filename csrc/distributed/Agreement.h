@@ -156,7 +156,7 @@ class Agreement {
   int size_;
 
   std::mutex mutex_;
-  std::optional<Call> last_;
+  std::optional<size_t> last_key_;         // the hash of the group's last call
   std::unordered_map<size_t, Call> next_;  // by the hash of the call before
 
   std::mutex watch_mutex_;

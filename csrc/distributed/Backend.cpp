@@ -32,9 +32,9 @@ at::ScalarType dtype_of(const Tensors& tensors) {
   return at::ScalarType::Undefined;
 }
 
-// A decoy (Note [Ranks agree before Gloo runs]) for a call on one tensor of
-// `sizes` and `dtype`: `issue` runs the same collective on zeros of that
-// shape. Calls on several tensors never run ahead (null).
+// A decoy (Note [Ranks agree before Gloo runs]) for a call on one tensor:
+// `issue` runs the same collective on a list holding zeros of its shape and
+// dtype. Calls on several tensors never run ahead (null).
 template <typename Issue>
 Decoy one_tensor_decoy(const Tensors& tensors, Issue issue) {
   if (tensors.size() != 1) {
@@ -42,7 +42,8 @@ Decoy one_tensor_decoy(const Tensors& tensors, Issue issue) {
   }
   return [sizes = tensors[0].sizes().vec(), dtype = tensors[0].scalar_type(),
           issue](c10d::Backend& transport) {
-    return issue(transport, at::zeros(sizes, at::TensorOptions().dtype(dtype)));
+    Tensors zeros{at::zeros(sizes, at::TensorOptions().dtype(dtype))};
+    return issue(transport, zeros);
   };
 }
 
@@ -134,9 +135,8 @@ c10::intrusive_ptr<c10d::Work> Backend::broadcast(Tensors& tensors,
   call.dtype = dtype_of(tensors);
   call.agree = tensors;
   call.peer = static_cast<int>(opts.rootRank);
-  call.decoy = one_tensor_decoy(tensors, [opts](c10d::Backend& transport, at::Tensor zeros) {
-    Tensors v{std::move(zeros)};
-    return transport.broadcast(v, opts);
+  call.decoy = one_tensor_decoy(tensors, [opts](c10d::Backend& transport, Tensors& zeros) {
+    return transport.broadcast(zeros, opts);
   });
   return run(std::move(call), [&] {
     Tensors views = host_views(tensors);
@@ -152,9 +152,8 @@ c10::intrusive_ptr<c10d::Work> Backend::allreduce(Tensors& tensors,
   call.dtype = dtype_of(tensors);
   call.agree = tensors;
   const auto o = with_sum_for_avg(opts, tensors, call.name, call);
-  call.decoy = one_tensor_decoy(tensors, [o](c10d::Backend& transport, at::Tensor zeros) {
-    Tensors v{std::move(zeros)};
-    return transport.allreduce(v, o);
+  call.decoy = one_tensor_decoy(tensors, [o](c10d::Backend& transport, Tensors& zeros) {
+    return transport.allreduce(zeros, o);
   });
   return run(std::move(call), [&] {
     Tensors views = host_views(tensors);
@@ -184,9 +183,8 @@ c10::intrusive_ptr<c10d::Work> Backend::reduce(Tensors& tensors, const c10d::Red
   call.agree = tensors;
   call.peer = static_cast<int>(opts.rootRank);
   const auto o = with_sum_for_avg(opts, tensors, call.name, call);
-  call.decoy = one_tensor_decoy(tensors, [o](c10d::Backend& transport, at::Tensor zeros) {
-    Tensors v{std::move(zeros)};
-    return transport.reduce(v, o);
+  call.decoy = one_tensor_decoy(tensors, [o](c10d::Backend& transport, Tensors& zeros) {
+    return transport.reduce(zeros, o);
   });
   return run(std::move(call), [&] {
     Tensors views = host_views(tensors);
@@ -221,9 +219,9 @@ c10::intrusive_ptr<c10d::Work> Backend::_allgather_base(at::Tensor& output, at::
   call.dtype = dtype_of(in);
   call.agree = in;
   call.decoy =
-      one_tensor_decoy(in, [opts, n = output.numel()](c10d::Backend& transport, at::Tensor zeros) {
-        at::Tensor gathered = at::zeros({n}, zeros.options());
-        return transport._allgather_base(gathered, zeros, opts);
+      one_tensor_decoy(in, [opts, n = output.numel()](c10d::Backend& transport, Tensors& zeros) {
+        at::Tensor gathered = at::zeros({n}, zeros[0].options());
+        return transport._allgather_base(gathered, zeros[0], opts);
       });
   return run(std::move(call), [&] {
     at::Tensor out_view = host_views(out)[0];
@@ -326,9 +324,9 @@ c10::intrusive_ptr<c10d::Work> Backend::_reduce_scatter_base(
   call.agree = out;
   const auto o = with_sum_for_avg(opts, out, call.name, call);
   call.decoy =
-      one_tensor_decoy(out, [o, n = input.numel()](c10d::Backend& transport, at::Tensor zeros) {
-        at::Tensor scattered = at::zeros({n}, zeros.options());
-        return transport._reduce_scatter_base(zeros, scattered, o);
+      one_tensor_decoy(out, [o, n = input.numel()](c10d::Backend& transport, Tensors& zeros) {
+        at::Tensor scattered = at::zeros({n}, zeros[0].options());
+        return transport._reduce_scatter_base(zeros[0], scattered, o);
       });
   return run(std::move(call), [&] {
     at::Tensor out_view = host_views(out)[0];
