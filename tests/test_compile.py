@@ -303,6 +303,44 @@ def test_inductor_still_compiles_cpu_code_beside_openreg_code():
     assert torch.compile(lambda y: y * 3)(torch.ones(2)).tolist() == [3.0, 3.0]
 
 
+def _row_norm(x: torch.Tensor) -> torch.Tensor:
+    # A reduction fused with the pointwise ops around it: the shape of graph whose fusion ran
+    # Inductor's GPU-only loop rewrites (Note [Inductor's GPU-only loop transforms]).
+    return (x.sin() * 2).sum(1) + x.mean()
+
+
+def _row_scale(x: torch.Tensor) -> torch.Tensor:
+    return x.cos() / (x * x).sum(1, keepdim=True)
+
+
+def test_compiling_in_a_thread_pool_and_in_a_second_thread_uses_openreg_settings():
+    # Inductor keeps a config assignment per thread: a compile outside the thread that registered
+    # openreg failed inside fusion with a TypeError before openreg set process-wide defaults.
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    torch.openreg.get_device_interface()  # registers openreg with Inductor in this thread
+    x = torch.randn(8, 16)
+    with ThreadPoolExecutor(1) as pool:
+        pooled = pool.submit(lambda: torch.compile(_row_norm)(x.to("openreg"))).result(timeout=600)
+    results: dict[str, torch.Tensor | BaseException] = {}
+
+    def second() -> None:
+        try:
+            results["thread"] = torch.compile(_row_scale)(x.to("openreg"))
+        except BaseException as error:  # reported in the test's thread
+            results["thread"] = error
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    thread.join(timeout=600)
+    assert not thread.is_alive()
+    torch.testing.assert_close(pooled.cpu(), _row_norm(x), **F32)
+    got = results["thread"]
+    assert isinstance(got, torch.Tensor), got
+    torch.testing.assert_close(got.cpu(), _row_scale(x), **F32)
+
+
 def test_importing_openreg_lab_does_not_import_inductor():
     result = run_python("import sys, openreg_lab, torch\nprint('torch._inductor' in sys.modules)")
     assert (result.returncode, result.stdout.strip()) == (0, "False"), result.stderr

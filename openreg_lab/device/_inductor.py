@@ -279,9 +279,33 @@ class OpenRegCppWrapperCodegen:
 # Inductor's scheduler skips a few loop rewrites for nodes on the CPU ("not validated for CPU
 # codegen yet") by testing device.type == "cpu". openreg's nodes are not "cpu" to it, yet its
 # kernels are the CPU's C++ kernels, and the rewrites fail on them (a TypeError inside
-# fusion). openreg switches these rewrites off in Inductor's config, as the CPU skips them; they
-# only ever ran for GPU (Triton) kernels.
+# fusion: they read a node's group as Triton's (numel, rnumel), where the C++ scheduling keeps
+# tuples of sizes). openreg switches these rewrites off, as the CPU skips them; they only ever ran
+# for GPU (Triton) kernels.
+#
+# The switch must hold in every thread. Assigning `inductor_config.flag = False` does not: torch
+# keeps a config assignment in a ContextVar (a user override, per thread), so a compile in a
+# thread pool or a serving thread still ran the rewrites and failed. openreg changes the entries'
+# *defaults* instead, which every thread reads when it has no override of its own: the layer of
+# Inductor's config meant for process-wide values (the one its environment variables such as
+# TORCHINDUCTOR_LOOP_REINDEXING_AFTER_FUSION feed). A thread that assigns a flag itself still
+# gets what it assigned.
 GPU_ONLY_LOOP_TRANSFORMS = ("loop_reindexing_after_fusion", "loop_index_inversion_in_fusion")
+
+
+def _set_process_default(name: str, value: object) -> None:
+    """Make ``value`` the default of Inductor config entry ``name`` for every thread of the process."""
+    entry = getattr(inductor_config, "_config", {}).get(name)
+    if entry is None or not hasattr(entry, "default"):
+        raise RuntimeError(
+            f"torch {torch.__version__}: Inductor's config has no entry {name!r} with a default; "
+            "openreg's Inductor registration (Note [Inductor's GPU-only loop transforms]) needs updating"
+        )
+    entry.default = value
+    # The module caches its dict and hash per context: mark them stale in this one; other threads
+    # have not read a value yet or recompute on their first assignment.
+    inductor_config._hash_dirty_var.set(True)
+    inductor_config._mark_get_dict_dirty(name)
 
 
 def register() -> None:
@@ -299,4 +323,4 @@ def register() -> None:
         OpenRegCppWrapperCodegen,  # type: ignore[arg-type]
     )
     for flag in GPU_ONLY_LOOP_TRANSFORMS:
-        setattr(inductor_config, flag, False)
+        _set_process_default(flag, False)
