@@ -24,7 +24,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-import openreg_lab  # noqa: F401
+import openreg_lab
 
 TIMEOUT = 120.0
 BLOCK = 4096  # 1024 float32, already a multiple of the allocator's 512-byte rounding
@@ -231,3 +231,19 @@ def test_a_queue_in_one_process_delivers_the_tensor() -> None:
     queue.join_thread()
     got.add_(1)
     assert t.tolist() == [2, 2, 2]
+
+
+def test_memory_the_allocator_did_not_allocate_is_refused_in_one_line() -> None:
+    # Under the "cpu" profile a result is a CPU kernel's storage presented as openreg memory
+    # (Note [Generic native path]): the allocator cannot move it, so sending it is refused.
+    x = torch.ones(4, device="openreg")
+    with openreg_lab.use_profile("cpu"):
+        foreign = torch.atan2(x, x)
+    with pytest.raises(RuntimeError) as raised:
+        ForkingPickler.dumps(foreign)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("an openreg storage of 16 bytes on openreg:0 over memory")
+    assert message.endswith("cannot be shared between processes: send a clone() of the tensor instead")
+    back = pickle.loads(ForkingPickler.dumps(foreign.clone()))
+    assert back.tolist() == foreign.tolist()
