@@ -38,6 +38,14 @@ def add_in_place(t: torch.Tensor, value: float) -> list[Any]:
     return t.cpu().tolist()
 
 
+def step(params: list[torch.nn.Parameter], delta: float) -> list[bool]:
+    """A Hogwild-style update of parameters shared by the test process; which ones require grad."""
+    with torch.no_grad():
+        for p in params:
+            p.add_(delta)
+    return [p.requires_grad for p in params]
+
+
 def views_share_storage(base: torch.Tensor, view: torch.Tensor) -> bool:
     return base.untyped_storage().data_ptr() == view.untyped_storage().data_ptr()
 
@@ -83,6 +91,7 @@ BODIES = {
     for f in (
         describe,
         add_in_place,
+        step,
         views_share_storage,
         hold,
         read_held,

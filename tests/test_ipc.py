@@ -130,6 +130,15 @@ def test_parameters_and_storages_cross_too(peer: Peer) -> None:
     assert (empty.device, empty.shape) == (torch.device("openreg:1"), (0,))
 
 
+def test_a_models_parameters_shared_with_the_peer_are_updated_there(peer: Peer) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2).to("openreg")
+    before = [p.detach().cpu().clone() for p in model.parameters()]
+    assert peer.run("step", list(model.parameters()), 0.5) == [True, True]
+    for p, old in zip(model.parameters(), before, strict=True):
+        assert torch.equal(p.detach().cpu(), old + 0.5)
+
+
 def test_a_tensor_sent_back_by_a_receiver_is_the_senders_own_storage(peer: Peer) -> None:
     t = torch.arange(4.0, device="openreg")
     back = peer.run("echo", t)
