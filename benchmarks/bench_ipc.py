@@ -8,8 +8,11 @@ into a shared segment the first time it is sent, rather than allocating every bl
 row times a fresh block (the cache emptied each time) of one size three ways, side by side:
 
 - ``new``: allocate and free an openreg tensor that is never sent (malloc, the allocator's path);
-- ``new + share``: the same, sent once (memfd, mmap, copy; freed by munmap): what every new block
-  would cost if each were a shared segment from the start;
+- ``segment``: the floor of a shared segment per block, with no copy and no page touched
+  (``os.memfd_create``, ``ftruncate``, ``mmap``, ``munmap``, ``close`` from Python): what every new
+  block would add if each were a segment from the start;
+- ``new + share``: a new block sent once (memfd, mmap, the copy; freed by munmap): what a first send
+  costs with the lazy move;
 - ``CPU share``: torch's own first send of a CPU tensor (``_share_fd_cpu_``), the reference.
 
 The send is timed without pickling (``_C._share_storage``, what the reducer calls), so no file
@@ -18,6 +21,9 @@ descriptor is left waiting for a receiver.
 
 from __future__ import annotations
 
+import functools
+import mmap
+import os
 import sys
 from pathlib import Path
 
@@ -38,6 +44,13 @@ def _new(nbytes: int) -> None:
     torch.openreg.empty_cache()
 
 
+def _segment(nbytes: int) -> None:
+    fd = os.memfd_create("bench", os.MFD_CLOEXEC)
+    os.ftruncate(fd, nbytes)
+    mmap.mmap(fd, nbytes).close()
+    os.close(fd)
+
+
 def _new_and_share(nbytes: int) -> None:
     t = torch.empty(nbytes, dtype=torch.uint8, device="openreg")
     _C._share_storage(t.untyped_storage())
@@ -53,11 +66,12 @@ def main() -> None:
     print(f"openreg_lab {openreg_lab.__file__}, torch {torch.__version__}")
     rows = []
     for label, n in SIZES.items():
-        fns = [lambda n=n: _new(n), lambda n=n: _new_and_share(n), lambda n=n: _cpu_share(n)]
-        new, shared, cpu = compare(fns)
-        times = [fmt_time(new), fmt_time(shared), fmt_time(cpu)]
-        rows.append([label, *times, f"{shared / new:.1f}x", f"{shared / cpu:.2f}x"])
-    print_table(["block", "new", "new + share", "CPU share", "share / new", "share / CPU share"], rows)
+        fns = [functools.partial(f, n) for f in (_new, _segment, _new_and_share, _cpu_share)]
+        new, segment, shared, cpu = compare(fns)
+        times = [fmt_time(t) for t in (new, segment, shared, cpu)]
+        rows.append([label, *times, f"{segment / new:.1f}x", f"{shared / cpu:.2f}x"])
+    header = ["block", "new", "segment", "new + share", "CPU share", "segment / new", "share / CPU share"]
+    print_table(header, rows)
 
 
 if __name__ == "__main__":

@@ -438,15 +438,16 @@ std::optional<c10::DeviceIndex> DeviceAllocator::device_of(const void* ptr) {
 //   storage's DataPtr is pointed at the new address, as PyTorch moves a CPU
 //   storage into shared memory when it is first sent. Allocations that are
 //   never sent keep the fast path (malloc'd blocks and the cache).
-// - Why not a segment for every block: benchmarks/bench_ipc.py (a loaded
-//   2-core machine) times a fresh 4 KiB block at ~2.5 us and the same block
-//   moved to a segment at ~140 us (57x; 64 KiB: ~290x): memfd_create, mmap,
-//   the page faults and munmap would be paid by every new block, shared or
-//   not, and a tiny tensor would hold a whole page and a file descriptor.
-//   Moved lazily, only what is sent pays, about what torch's own first send
-//   of a CPU tensor costs (0.4x-1x). One shared arena per device would avoid
-//   the move, but after fork parent and child would write the same blocks
-//   (Note [Fork safety] relies on the child's memory being a copy).
+// - Why not a segment for every block: benchmarks/bench_ipc.py (two runs
+//   on a 2-core machine under load 20, so ranges) times a fresh block at
+//   3-20 us and the bare syscalls of a segment (memfd_create, ftruncate,
+//   mmap, munmap, close; no page touched) at 25-400 us, 5x-77x: every new
+//   block would pay that, shared or not, and a tiny tensor would hold a
+//   whole page and a file descriptor. Moved lazily, only what is sent pays,
+//   about what torch's own first send of a CPU tensor costs (0.4x-1.4x).
+//   One shared arena per device would avoid the move, but after fork parent
+//   and child would write the same blocks (Note [Fork safety] relies on the
+//   child's memory being a copy).
 // - The price of the move is CPU's: a raw pointer taken before the first
 //   send (data_ptr()) is stale afterwards, and a thread writing the storage
 //   while another sends it may lose that write.
