@@ -126,6 +126,7 @@ def test_parameters_and_storages_cross_too(peer: Peer) -> None:
     storage = torch.arange(4, dtype=torch.uint8, device="openreg").untyped_storage()
     back_storage = peer.run("echo", storage)
     assert back_storage.device == storage.device and back_storage.tolist() == [0, 1, 2, 3]
+    assert back_storage.data_ptr() == storage.data_ptr()  # the very storage, not a copy
     empty = peer.run("echo", torch.empty(0, device="openreg:1"))
     assert (empty.device, empty.shape) == (torch.device("openreg:1"), (0,))
 
