@@ -46,6 +46,15 @@ def step(params: list[torch.nn.Parameter], delta: float) -> list[bool]:
     return [p.requires_grad for p in params]
 
 
+def resize(t: torch.Tensor) -> str:
+    """Try to grow a received storage; what torch says."""
+    try:
+        t.untyped_storage().resize_(t.untyped_storage().nbytes() * 2)
+    except RuntimeError as e:
+        return str(e)
+    return "resized"
+
+
 def views_share_storage(base: torch.Tensor, view: torch.Tensor) -> bool:
     return base.untyped_storage().data_ptr() == view.untyped_storage().data_ptr()
 
@@ -92,6 +101,7 @@ BODIES = {
         describe,
         add_in_place,
         step,
+        resize,
         views_share_storage,
         hold,
         read_held,

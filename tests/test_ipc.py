@@ -131,6 +131,12 @@ def test_parameters_and_storages_cross_too(peer: Peer) -> None:
     assert (empty.device, empty.shape) == (torch.device("openreg:1"), (0,))
 
 
+def test_a_received_storage_cannot_grow_past_the_shared_memory(peer: Peer) -> None:
+    t = torch.ones(4, device="openreg")
+    assert "not resizable" in peer.run("resize", t)
+    assert t.tolist() == [1.0] * 4
+
+
 def test_a_models_parameters_shared_with_the_peer_are_updated_there(peer: Peer) -> None:
     torch.manual_seed(0)
     model = torch.nn.Linear(3, 2).to("openreg")
