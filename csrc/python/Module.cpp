@@ -28,6 +28,7 @@ void bind_profiles(py::module_& m);       // Profiles.cpp
 void bind_backend_meta(py::module_& m);   // BackendMeta.cpp
 void bind_autograd_exit(py::module_& m);  // AutogradExit.cpp
 void bind_distributed(py::module_& m);    // Distributed.cpp
+void bind_sharing(py::module_& m);        // Sharing.cpp
 
 namespace {
 
@@ -149,4 +150,5 @@ PYBIND11_MODULE(_C, m) {
   bind_backend_meta(m);
   bind_autograd_exit(m);
   bind_distributed(m);
+  bind_sharing(m);
 }

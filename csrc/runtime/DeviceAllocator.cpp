@@ -1,6 +1,7 @@
 #include "runtime/DeviceAllocator.h"
 
 #include "runtime/Device.h"
+#include "runtime/SharedSegment.h"
 #include "trace/Hooks.h"
 
 #include <c10/util/Exception.h>
@@ -14,6 +15,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace openreg {
@@ -25,6 +27,15 @@ struct Block {
   void* ptr;
   size_t size;       // rounded size, what the block reserves
   size_t requested;  // what the caller asked for
+  c10::DeviceIndex device;
+  SharedSegment shared{};  // fd >= 0 once sent to another process
+};
+
+// Memory another process shared with this one (Note [Sharing device memory
+// across processes]): mapped here, owned by the sender's allocator.
+struct Import {
+  SharedSegment segment;
+  size_t nbytes;
   c10::DeviceIndex device;
 };
 
@@ -64,8 +75,9 @@ size_t default_limit_from_env() {
 // One simulated device's memory. Guarded by its own mutex.
 struct DeviceMemory {
   std::mutex mutex;
-  std::map<const char*, Block*> live;   // start -> block in use, by address
-  std::multimap<size_t, Block*> cache;  // rounded size -> free block
+  std::map<const char*, Block*> live;      // start -> block in use, by address
+  std::multimap<size_t, Block*> cache;     // rounded size -> free block
+  std::map<const char*, Import*> imports;  // start -> memory mapped from another process
   DeviceStats stats;
   size_t limit = 0;  // 0: no limit
 };
@@ -143,7 +155,55 @@ class Memory {
     update(dev.stats.requested_bytes, block->requested, block->size, false);
     trace::record_memory(trace::Kind::Free, block->device, static_cast<int64_t>(block->requested),
                          allocated_bytes(dev));
+    if (block->shared.fd >= 0) {
+      // Never cached: a receiver may still map it (Note [Sharing device memory
+      // across processes]). The host keeps the pages for as long as it does.
+      release_shared_segment(block->shared);
+      dev.stats.num_device_free += 1;
+      update(dev.stats.segment, 1, block->size, false);
+      update(dev.stats.reserved_bytes, block->size, block->size, false);
+      delete block;
+      return;
+    }
     dev.cache.emplace(block->size, block);
+  }
+
+  // Moves `block` into a shared segment unless it is in one already; returns
+  // its memory file and address. The block keeps its size, so the statistics
+  // do not move; the caller points the storage at the new address.
+  std::pair<int, void*> make_shared(Block* block) {
+    DeviceMemory& dev = devices_[block->device];
+    std::lock_guard<std::mutex> lock(dev.mutex);
+    if (block->shared.fd < 0) {
+      SharedSegment segment = create_shared_segment(block->size, block->device);
+      std::memcpy(segment.ptr, block->ptr, block->size);
+      dev.live.erase(static_cast<const char*>(block->ptr));
+      std::free(block->ptr);
+      block->ptr = segment.ptr;
+      block->shared = segment;
+      dev.live.emplace(static_cast<const char*>(block->ptr), block);
+      dev.stats.num_device_alloc += 1;
+      dev.stats.num_device_free += 1;
+    }
+    return {block->shared.fd, block->ptr};
+  }
+
+  Import* add_import(SharedSegment segment, size_t nbytes, c10::DeviceIndex device) {
+    DeviceMemory& dev = at(device);
+    auto* import = new Import{segment, nbytes, device};
+    std::lock_guard<std::mutex> lock(dev.mutex);
+    dev.imports.emplace(static_cast<const char*>(segment.ptr), import);
+    return import;
+  }
+
+  void remove_import(Import* import) {
+    DeviceMemory& dev = devices_[import->device];
+    {
+      std::lock_guard<std::mutex> lock(dev.mutex);
+      dev.imports.erase(static_cast<const char*>(import->segment.ptr));
+    }
+    release_shared_segment(import->segment);
+    delete import;
   }
 
   void empty_cache() {
@@ -161,6 +221,11 @@ class Memory {
       const char* c = static_cast<const char*>(ptr);
       auto it = dev.live.upper_bound(c);
       if (it != dev.live.begin() && c < std::prev(it)->first + std::prev(it)->second->size) {
+        return d;
+      }
+      auto imp = dev.imports.upper_bound(c);
+      if (imp != dev.imports.begin() &&
+          c < std::prev(imp)->first + std::prev(imp)->second->segment.length) {
         return d;
       }
     }
@@ -257,6 +322,10 @@ Memory& memory() {
 
 void delete_block(void* ctx) {
   memory().free(static_cast<Block*>(ctx));
+}
+
+void delete_import(void* ctx) {
+  memory().remove_import(static_cast<Import*>(ctx));
 }
 
 }  // namespace
@@ -356,6 +425,81 @@ std::optional<size_t> DeviceAllocator::limit(c10::DeviceIndex device) {
 
 std::optional<c10::DeviceIndex> DeviceAllocator::device_of(const void* ptr) {
   return memory().device_of(ptr);
+}
+
+// Note [Sharing device memory across processes]
+// torch.multiprocessing pickles an openreg storage (a tensor pickles as its
+// storage plus offset, sizes and strides) as the memory file of a shared
+// segment (openreg_lab/device/_sharing.py); the receiver maps the same pages,
+// so a write on either side is seen by the other, as CUDA's IPC handles do.
+//
+// - Where shared memory comes from: a block moves into a segment of its own
+//   (memfd + mmap, SharedSegment.h) the first time it is sent, and the
+//   storage's DataPtr is pointed at the new address, as PyTorch moves a CPU
+//   storage into shared memory when it is first sent. Allocations that are
+//   never sent keep the fast path (malloc'd blocks and the cache).
+// - Why not a segment for every block: benchmarks/bench_ipc.py (two runs
+//   on a 2-core machine under load 20, so ranges) times a fresh block at
+//   3-20 us and the bare syscalls of a segment (memfd_create, ftruncate,
+//   mmap, munmap, close; no page touched) at 25-400 us, 5x-77x: every new
+//   block would pay that, shared or not, and a tiny tensor would hold a
+//   whole page and a file descriptor. Moved lazily, only what is sent pays,
+//   about what torch's own first send of a CPU tensor costs (0.4x-1.4x).
+//   One shared arena per device would avoid the move, but after fork parent
+//   and child would write the same blocks (Note [Fork safety] relies on the
+//   child's memory being a copy).
+// - The price of the move is CPU's: a raw pointer taken before the first
+//   send (data_ptr()) is stale afterwards, and a thread writing the storage
+//   while another sends it may lose that write.
+// - Lifetime: a shared block is never cached. When the sender frees it, it
+//   is unmapped and its file closed, but the host keeps the pages while a
+//   receiver maps them (or a message in flight holds a duplicate of the
+//   file), so a receiver never reads freed or reused memory and no
+//   reference counts cross processes.
+// - Statistics: the sender counts the block while it holds it (a send moves
+//   no bytes in its statistics); when freed, a shared block leaves
+//   memory_reserved at once instead of staying in the cache. The receiver
+//   counts nothing: the memory is the sender's, as with CUDA's IPC.
+// - A received storage can be sent on (the receiver keeps the file); it is
+//   not resizable. Memory openreg did not allocate (a storage over foreign
+//   memory) cannot be shared and says so.
+// - fork: a shared segment stays shared between parent and child, like a CPU
+//   storage in shared memory; blocks never sent stay private copies
+//   (Note [Fork safety]).
+DeviceAllocator::SharedHandle DeviceAllocator::share(c10::StorageImpl& storage) {
+  const c10::DataPtr& data = storage.data_ptr();
+  const c10::Device device = data.device();
+  if (data.get_deleter() == &delete_import) {
+    auto* import = static_cast<Import*>(data.get_context());
+    return {import->segment.fd, storage.nbytes(), import->device};
+  }
+  TORCH_CHECK(data.get_deleter() == &delete_block && data.get_context() != nullptr,
+              "an openreg storage of ", storage.nbytes(), " bytes on ", device,
+              " over memory openreg's allocator did not allocate cannot be shared between "
+              "processes: send a clone() of the tensor instead");
+  auto* block = static_cast<Block*>(data.get_context());
+  const auto [fd, ptr] = memory().make_shared(block);
+  if (data.get() != ptr) {
+    c10::DataPtr old = storage.set_data_ptr(c10::DataPtr(ptr, block, &delete_block, device));
+    old.release_context();  // the block lives on, at its new address
+  }
+  return {fd, storage.nbytes(), block->device};
+}
+
+c10::Storage DeviceAllocator::import_shared(int fd, size_t nbytes, c10::DeviceIndex device) {
+  if (device < 0 || device >= device_count()) {
+    close(fd);
+    TORCH_CHECK(false, "an openreg storage on openreg:", static_cast<int>(device),
+                " was received from another process, but this process has ",
+                static_cast<int>(device_count()),
+                " openreg devices: give both the same OPENREG_DEVICE_COUNT");
+  }
+  const SharedSegment segment = map_shared_segment(fd, nbytes);
+  Import* import = memory().add_import(segment, nbytes, device);
+  c10::DataPtr data(segment.ptr, import, &delete_import,
+                    c10::Device(c10::DeviceType::PrivateUse1, device));
+  return c10::Storage(c10::Storage::use_byte_size_t(), nbytes, std::move(data),
+                      /*allocator=*/nullptr, /*resizable=*/false);
 }
 
 DeviceAllocator& device_allocator() {

@@ -9,8 +9,13 @@
 // cached blocks to the host. When a device has a limit, a request that would
 // push reserved memory over it first flushes that device's cache, then raises
 // torch.OutOfMemoryError naming the device, the request and the usage.
+//
+// A storage sent to another process moves into a shared segment the first
+// time it is sent; the receiver maps that segment (Note [Sharing device
+// memory across processes] in DeviceAllocator.cpp).
 
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/Storage.h>
 
 #include <optional>
 
@@ -42,6 +47,22 @@ class DeviceAllocator final : public c10::DeviceAllocator {
 
   // The device whose memory contains `ptr`, if any.
   std::optional<c10::DeviceIndex> device_of(const void* ptr);
+
+  // What another process needs to map `storage`: its memory file (owned by
+  // the storage: dup it to send it), its size and device. Moves a block of
+  // this allocator into a shared segment the first time; raises a one-line
+  // error for memory openreg did not allocate.
+  struct SharedHandle {
+    int fd;
+    size_t nbytes;
+    c10::DeviceIndex device;
+  };
+  SharedHandle share(c10::StorageImpl& storage);
+
+  // A storage over the shared segment `fd` sent by another process (takes
+  // ownership of `fd`). Not resizable; not counted in this process's
+  // statistics (the sender counts it, as CUDA's IPC does).
+  c10::Storage import_shared(int fd, size_t nbytes, c10::DeviceIndex device);
 };
 
 DeviceAllocator& device_allocator();

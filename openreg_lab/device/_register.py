@@ -15,8 +15,8 @@ BACKEND = "openreg"
 def register() -> None:
     """Rename PrivateUse1 to ``openreg``, install ``torch.openreg`` and generate the tensor methods.
 
-    Also registers openreg's ``torch.distributed`` backend (``_distributed``), makes openreg
-    tensors sent to another process fail with a clear error (``_sharing``), and
+    Also registers openreg's ``torch.distributed`` backend (``_distributed``), shares openreg
+    tensors and storages sent to another process (``_sharing``), and
     registers the exit handler of Note [Autograd workers at exit] (``csrc/python/AutogradExit.cpp``).
     Safe to call again: each step is skipped when already done.
     """

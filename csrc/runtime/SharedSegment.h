@@ -1,0 +1,33 @@
+#pragma once
+
+// A shared segment: device memory backed by an anonymous memory file
+// (memfd), so another process that receives its file descriptor can map the
+// same pages. See Note [Sharing device memory across processes] in
+// DeviceAllocator.cpp for who creates, maps and releases one.
+
+#include <c10/core/Device.h>
+
+#include <cstddef>
+
+namespace openreg {
+
+struct SharedSegment {
+  void* ptr = nullptr;  // start of the mapping in this process
+  size_t length = 0;    // bytes mapped: the segment's size rounded up to whole pages
+  int fd = -1;          // the memory file; kept open so the segment can be sent again
+};
+
+// Creates a memory file of `nbytes` (named after `device`) and maps it shared.
+// Raises torch.OutOfMemoryError when the host cannot provide it.
+SharedSegment create_shared_segment(size_t nbytes, c10::DeviceIndex device);
+
+// Maps `nbytes` of the memory file `fd` (received from another process).
+// Takes ownership of `fd`; raises a one-line error if the file is smaller
+// than `nbytes` or cannot be mapped.
+SharedSegment map_shared_segment(int fd, size_t nbytes);
+
+// Unmaps the segment and closes its file. The pages live on while any other
+// process still maps them.
+void release_shared_segment(const SharedSegment& segment);
+
+}  // namespace openreg
