@@ -138,6 +138,8 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
     t._t0 = saved.t0
     t._skipped = saved.skipped
     t.profile = saved.profile
+    if saved.job is not None:
+        t.job = distributed.Job(**saved.job)
     return t
 
 
@@ -270,6 +272,9 @@ class Trace:
         self._schedule: dict[str, int] = {}  # trace(steps=...): times and step counts, for `skipped`
         self._skipped: str | None = None
         self.profile: str | None = None  # the coverage profile active when recording began
+        #: The run id, rank and world size of the process that recorded it, set when the block
+        #: ends (Note [A run id for every trace] in distributed.py; None before, or in an old file).
+        self.job: distributed.Job | None = None
 
     # -- recording ---------------------------------------------------------
     def __enter__(self) -> Trace:
@@ -324,6 +329,7 @@ class Trace:
     def _close(self) -> None:
         raw = _C._trace_close(self._session)
         self._session = None
+        self.job = distributed.current_job()
         if raw.get("inherited"):
             warnings.warn(
                 "this trace was open when the process forked: the parent process records its events, "
@@ -514,6 +520,7 @@ class Trace:
             ops=self.ops,
             skipped=self._skipped,
             profile=self.profile,
+            job=None if self.job is None else self.job.as_dict(),
         )
 
     def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:
