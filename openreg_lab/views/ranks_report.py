@@ -119,7 +119,8 @@ def _opening(view: RanksView) -> tuple[float, str]:
     return arrived, (
         f"The timeline opens at {theme.format_ns(arrived)}, when rank {last} reached the ranks' first "
         f"collective ({rows['name'].iloc[0]}): the others had waited "
-        f"{theme.format_ns(rows['late_ns'].max())} for it to start up. Reset (or double-click) shows the whole clock."
+        f"{theme.format_ns(rows['late_ns'].max())} for it to start up. Reset (or double-click) shows "
+        "the whole clock."
     )
 
 

@@ -47,7 +47,8 @@ class RanksView:
     """The ranks of one job merged: the job's verdict, the collectives lined up (``table``), the
     straggler causes, every rank's events on one clock; static HTML and the merged report."""
 
-    def __init__(self, traces: Sequence[Trace | str | os.PathLike[str]]) -> None:
+    def __init__(self, traces: Sequence[Trace | str | os.PathLike[str]], notes: Sequence[str] = ()) -> None:
+        """``notes``: sentences the verdict adds (e.g. a rank that failed before saving its trace)."""
         if isinstance(traces, (str, os.PathLike, Trace)):
             traces = [traces]
         if not traces:
@@ -75,6 +76,7 @@ class RanksView:
         self.events = _ranks.merged_events(self.traces, self.ranks)
         self.causes = _ranks.causes(self.traces, self.table)
         self.verdict: JobVerdict = _ranks.job_verdict(self.traces, self.table, self.events, self.causes)
+        self.verdict.notes.extend(str(n) for n in notes)
         self.activity = _activity(self.traces, self.table)
 
     def collectives(self) -> pd.DataFrame:
@@ -203,9 +205,10 @@ class RanksView:
         return f'<table class="ranks"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
-def ranks(traces: Sequence[Trace | str | os.PathLike[str]]) -> RanksView:
-    """The traces (paths or ``Trace`` objects) of one job's ranks, merged (see the module doc)."""
-    return RanksView(traces)
+def ranks(traces: Sequence[Trace | str | os.PathLike[str]], notes: Sequence[str] = ()) -> RanksView:
+    """The traces (paths or ``Trace`` objects) of one job's ranks, merged (see the module doc);
+    ``notes``: sentences the verdict adds."""
+    return RanksView(traces, notes)
 
 
 #: The columns of the straggler causes' table, ``(key, label, format)``.
