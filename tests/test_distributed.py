@@ -410,7 +410,7 @@ def test_the_straggler_is_named_with_its_op_and_source_line(pool: RankPool, tmp_
     assert top["excess_ns"] == top["rank_ns"] > 0.5 * top["waited_ns"]  # rank 0 ran no mm
     v = view.verdict
     assert v.straggler == 1 and v.collectives == 3
-    assert f"for rank 1" in v.headline() and f"aten::mm at {line}" in v.headline()
+    assert "for rank 1" in v.headline() and f"aten::mm at {line}" in v.headline()
     per = v.per_rank.set_index("rank")
     assert per.loc[1, "held_up_ns"] >= top["waited_ns"] and per.loc[0, "waited_ns"] >= top["waited_ns"]
     assert list(v.per_rank.columns[:7]) == list(openreg_lab.recording.ranks.RANK_COLUMNS)
@@ -434,9 +434,11 @@ def test_every_rank_records_one_run_id(pool: RankPool, tmp_path: Path) -> None:
 def test_merging_refuses_what_is_not_one_job(
     pool: RankPool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (a0, a1), _ = _job_files(pool, tmp_path / "a", 1) if (tmp_path / "a").mkdir() is None else ((), "")
+    for run in ("a", "b"):
+        (tmp_path / run).mkdir()
+    (a0, _), _ = _job_files(pool, tmp_path / "a", 1)
     pool.run("reinit", free_port(), "device_id")  # a new world group: a new run
-    (b0, b1), _ = _job_files(pool, tmp_path / "b", 1) if (tmp_path / "b").mkdir() is None else ((), "")
+    (b0, b1), _ = _job_files(pool, tmp_path / "b", 1)
     local = str(tmp_path / "local.trace")
     with openreg_lab.trace() as t:
         torch.ones(2, device="openreg").sum()
