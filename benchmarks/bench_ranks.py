@@ -45,16 +45,20 @@ def _record(rank: int, port: int, events: int, folder: str) -> None:
     dev = torch.device("openreg", rank)
     x = torch.ones(16, device=dev)
     w = torch.ones(16, device=dev)
-    with openreg_lab.trace(capacity=events) as t:
+    with openreg_lab.trace(capacity=events + 5000) as t:
         i = 0
-        while openreg_lab.recording.session.events_so_far() < events - 400:
+        while True:
             x = torch.relu(x * w + 1.0) - 1.0
             if rank == 1 and i % 200 < 20:
                 x = x.abs()  # the straggler's extra ops
             i += 1
             if i % 200 == 0:
                 dist.all_reduce(x)
-        dist.all_reduce(x)
+                # both ranks stop together, once either has recorded enough
+                full = torch.tensor([float(openreg_lab.recording.session.events_so_far() >= events - 600)])
+                dist.all_reduce(full, op=dist.ReduceOp.MAX)
+                if full.item():
+                    break
     t.save(os.path.join(folder, f"real{rank}.trace"))
     dist.barrier()
     dist.destroy_process_group()
