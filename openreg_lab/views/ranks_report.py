@@ -15,7 +15,7 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 import torch
@@ -27,12 +27,12 @@ from openreg_lab.views._embed import plain_text, script_json
 from openreg_lab.views.lod import Pyramid
 from openreg_lab.views.op_explorer import JS as EXPLORER_JS
 from openreg_lab.views.op_explorer import explorer_data
-from openreg_lab.views.ranks_view import verdict_html
 from openreg_lab.views.report import _static_model_js, _timeline_levels
 from openreg_lab.views.timeline import COLOR_NAMES, PALETTE, marks_of, rows_of
 
-if TYPE_CHECKING:
-    from openreg_lab.views.ranks_view import RanksView
+#: What the functions here read of a ``views.ranks_view.RanksView`` (which imports this module):
+#: ``ranks``, ``traces``, ``names``, ``table``, ``events``, ``causes``, ``verdict``, ``collectives()``.
+RanksView = Any
 
 #: Collectives drawn across the ranks at most (the longest waits first); the rest are counted.
 MAX_LINKS = 4000
@@ -44,6 +44,81 @@ COLLECTIVE_COLUMNS = [
     ("start_ns", "start", "ns"), ("dur_ns", "slowest", "ns"), ("last_rank", "last to arrive", "int"),
     ("late_ns", "others waited", "ns"), ("gbytes_per_s", "GB/s", "text"),
 ]  # fmt: skip
+
+
+#: The columns of the straggler causes' table, ``(key, label, format)``.
+CAUSE_COLUMNS = [
+    ("collective", "collective", "text"), ("late_rank", "late rank", "int"),
+    ("waited_ns", "others waited", "ns"), ("op", "op", "text"), ("source", "source", "text"),
+    ("rank_ns", "on the late rank", "ns"), ("others_ns", "on the others", "ns"),
+    ("excess_ns", "longer by", "ns"), ("calls", "calls", "int"), ("others_calls", "others' calls", "int"),
+]  # fmt: skip
+#: The columns of the per-rank verdict table.
+RANK_COLUMNS = [
+    ("rank", "rank", "int"), ("span_ns", "traced", "ns"), ("steps", "steps", "int"),
+    ("median_step_ns", "median step", "ns"), ("fallback_share", "in fallbacks", "pct"),
+    ("waited_ns", "waited for others", "ns"), ("held_up_ns", "held others up", "ns"),
+    ("last_at", "last at", "int"), ("blocked_ns", "blocked in wait()", "ns"),
+    ("comm_ns", "communication", "ns"), ("overlap", "overlapped by compute", "pct"),
+]  # fmt: skip
+
+
+def rank_rows(view: Any) -> pd.DataFrame:
+    """The per-rank verdict table: each rank's own verdict numbers (``Trace.verdict()``, the
+    single-rank verdict) beside its waits and overlap (``recording.ranks``)."""
+    rows = []
+    for r, t in zip(view.ranks, view.traces, strict=True):
+        v = t.verdict()
+        steps = t.steps()
+        done = steps[steps["complete"]] if len(steps) else steps
+        rows.append(
+            {
+                "rank": r,
+                "span_ns": v.span_ns,
+                "steps": len(done),
+                "median_step_ns": float(done["dur_ns"].iloc[1:].median()) if len(done) > 1 else None,
+                "fallback_share": v.shares[0].share if v.shares else None,
+                "headline": v.headline(),
+            }
+        )
+    return pd.DataFrame(rows).merge(view.verdict.per_rank, on="rank", how="left")
+
+
+def verdict_html(view: Any) -> str:
+    """The job's verdict: the headline, the per-rank table, the causes of the waits, notes."""
+    v = view.verdict
+    notes = "".join(
+        f"<div class='openreg-warning' style='color:{theme.WARNING_COLOR};font-weight:600'>"
+        f"{html.escape(n)}</div>"
+        for n in v.notes
+    )
+    causes = view.causes
+    if len(causes):
+        worst = causes.sort_values("waited_ns", ascending=False, kind="stable")
+        keys = worst.drop_duplicates("key")["key"].head(8).tolist()
+        shown = worst[worst["key"].isin(keys)]
+        cut = causes["key"].nunique() - len(keys)
+        more = (
+            f"<div style='color:#555'>… and {cut:,} more collectives with a late rank</div>"
+            if cut > 0
+            else ""
+        )
+        why = (
+            "<div style='margin-top:6px'><b>Why they waited</b> (at the collectives with the longest "
+            "waits: what took longer on the late rank since its previous collective)</div>"
+            + static.table_html(shown, CAUSE_COLUMNS, max_rows=len(shown))
+            + more
+        )
+    else:
+        why = "<div style='color:#555'>No collective had a late rank to explain.</div>"
+    return (
+        "<div class='openreg-verdict openreg-job-verdict' style='font:12px system-ui,sans-serif;"
+        "margin:4px 0 8px 0'><div class='openreg-headline' style='font-size:14px;margin-bottom:4px'>"
+        f"<b>{html.escape(v.headline())}</b></div>{notes}"
+        f"<div class='openreg-rank-table'>{static.table_html(rank_rows(view), RANK_COLUMNS, max_rows=10_000)}"
+        "</div>"
+        f"<div class='openreg-causes'>{why}</div></div>"
+    )
 
 
 def _links(view: RanksView, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:

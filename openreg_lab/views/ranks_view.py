@@ -30,7 +30,7 @@ from openreg_lab import theme
 from openreg_lab.recording import ranks as _ranks
 from openreg_lab.recording.distributed import check_one_job, merge_ranks
 from openreg_lab.recording.session import Trace, load_trace
-from openreg_lab.views import static
+from openreg_lab.views.ranks_report import verdict_html, write_ranks_report
 
 if TYPE_CHECKING:
     from openreg_lab.recording.ranks import JobVerdict
@@ -128,8 +128,6 @@ class RanksView:
         run_info: dict[str, str] | None = None,
     ) -> None:
         """Write the merged report (``views.ranks_report``) as one offline HTML file."""
-        from openreg_lab.views.ranks_report import write_ranks_report
-
         write_ranks_report(self, os.fspath(path), title=title, run_info=run_info)
 
     def _svg(self) -> str:
@@ -209,81 +207,6 @@ def ranks(traces: Sequence[Trace | str | os.PathLike[str]], notes: Sequence[str]
     """The traces (paths or ``Trace`` objects) of one job's ranks, merged (see the module doc);
     ``notes``: sentences the verdict adds."""
     return RanksView(traces, notes)
-
-
-#: The columns of the straggler causes' table, ``(key, label, format)``.
-CAUSE_COLUMNS = [
-    ("collective", "collective", "text"), ("late_rank", "late rank", "int"),
-    ("waited_ns", "others waited", "ns"), ("op", "op", "text"), ("source", "source", "text"),
-    ("rank_ns", "on the late rank", "ns"), ("others_ns", "on the others", "ns"),
-    ("excess_ns", "longer by", "ns"), ("calls", "calls", "int"), ("others_calls", "others' calls", "int"),
-]  # fmt: skip
-#: The columns of the per-rank verdict table.
-RANK_COLUMNS = [
-    ("rank", "rank", "int"), ("span_ns", "traced", "ns"), ("steps", "steps", "int"),
-    ("median_step_ns", "median step", "ns"), ("fallback_share", "in fallbacks", "pct"),
-    ("waited_ns", "waited for others", "ns"), ("held_up_ns", "held others up", "ns"),
-    ("last_at", "last at", "int"), ("blocked_ns", "blocked in wait()", "ns"),
-    ("comm_ns", "communication", "ns"), ("overlap", "overlapped by compute", "pct"),
-]  # fmt: skip
-
-
-def rank_rows(view: RanksView) -> pd.DataFrame:
-    """The per-rank verdict table: each rank's own verdict numbers (``Trace.verdict()``, the
-    single-rank verdict) beside its waits and overlap (``recording.ranks``)."""
-    rows = []
-    for r, t in zip(view.ranks, view.traces, strict=True):
-        v = t.verdict()
-        steps = t.steps()
-        done = steps[steps["complete"]] if len(steps) else steps
-        rows.append(
-            {
-                "rank": r,
-                "span_ns": v.span_ns,
-                "steps": len(done),
-                "median_step_ns": float(done["dur_ns"].iloc[1:].median()) if len(done) > 1 else None,
-                "fallback_share": v.shares[0].share if v.shares else None,
-                "headline": v.headline(),
-            }
-        )
-    return pd.DataFrame(rows).merge(view.verdict.per_rank, on="rank", how="left")
-
-
-def verdict_html(view: RanksView) -> str:
-    """The job's verdict: the headline, the per-rank table, the causes of the waits, notes."""
-    v = view.verdict
-    notes = "".join(
-        f"<div class='openreg-warning' style='color:{theme.WARNING_COLOR};font-weight:600'>"
-        f"{html.escape(n)}</div>"
-        for n in v.notes
-    )
-    causes = view.causes
-    if len(causes):
-        worst = causes.sort_values("waited_ns", ascending=False, kind="stable")
-        keys = worst.drop_duplicates("key")["key"].head(8).tolist()
-        shown = worst[worst["key"].isin(keys)]
-        cut = causes["key"].nunique() - len(keys)
-        more = (
-            f"<div style='color:#555'>… and {cut:,} more collectives with a late rank</div>"
-            if cut > 0
-            else ""
-        )
-        why = (
-            "<div style='margin-top:6px'><b>Why they waited</b> (at the collectives with the longest "
-            "waits: what took longer on the late rank since its previous collective)</div>"
-            + static.table_html(shown, CAUSE_COLUMNS, max_rows=len(shown))
-            + more
-        )
-    else:
-        why = "<div style='color:#555'>No collective had a late rank to explain.</div>"
-    return (
-        "<div class='openreg-verdict openreg-job-verdict' style='font:12px system-ui,sans-serif;"
-        "margin:4px 0 8px 0'><div class='openreg-headline' style='font-size:14px;margin-bottom:4px'>"
-        f"<b>{html.escape(v.headline())}</b></div>{notes}"
-        f"<div class='openreg-rank-table'>{static.table_html(rank_rows(view), RANK_COLUMNS, max_rows=10_000)}"
-        "</div>"
-        f"<div class='openreg-causes'>{why}</div></div>"
-    )
 
 
 def _activity(traces: Sequence[Trace], table: pd.DataFrame) -> pd.DataFrame:
