@@ -56,23 +56,28 @@ def offsets(traces: Sequence[_RankTrace]) -> list[int]:
 def merged_events(traces: Sequence[_RankTrace], ranks: Sequence[int]) -> pd.DataFrame:
     """Every rank's events in one table: ``Trace.events``' columns and ``rank``; ``id``, ``parent``
     and ``forward`` renumbered so that ids stay row positions; times on the merged clock."""
-    parts = []
-    base = 0
-    for t, shift, r in zip(traces, offsets(traces), ranks, strict=True):
-        e = t.events
-        ids = e["id"].to_numpy().astype(np.int64)
-        part = e.assign(
-            id=ids + base,
-            parent=np.where(e["parent"].to_numpy() >= 0, e["parent"].to_numpy() + base, -1),
-            forward=np.where(e["forward"].to_numpy() >= 0, e["forward"].to_numpy() + base, -1),
-            start_ns=e["start_ns"].to_numpy() + shift,
-            rank=np.int64(r),
-        )
-        parts.append(part)
-        base += len(e)
-    if not parts:
+    frames = [t.events for t in traces]
+    if not frames:
         return pd.DataFrame()
-    return pd.concat(parts, ignore_index=True)
+    sizes = [len(e) for e in frames]
+    base = np.repeat(np.cumsum([0, *sizes[:-1]]).astype(np.int64), sizes)
+    shift = np.repeat(np.asarray(offsets(traces), dtype=np.int64), sizes)
+
+    def joined(c: str) -> np.ndarray:
+        return np.concatenate([e[c].to_numpy() for e in frames])
+
+    columns: dict[str, pd.Series] = {}
+    for c in frames[0].columns:  # column by column: strings stay object arrays, never re-inferred
+        values = joined(c)
+        if c == "id":
+            values = values.astype(np.int64) + base
+        elif c in ("parent", "forward"):
+            values = np.where(values >= 0, values + base, -1)
+        elif c == "start_ns":
+            values = values + shift
+        columns[c] = pd.Series(values, dtype=values.dtype, copy=False)
+    columns["rank"] = pd.Series(np.repeat(np.asarray(ranks, dtype=np.int64), sizes), copy=False)
+    return pd.DataFrame(columns)
 
 
 def _windows(t: _RankTrace, shift: int, mine: pd.DataFrame, rank: int) -> pd.DataFrame:
@@ -99,8 +104,8 @@ def _windows(t: _RankTrace, shift: int, mine: pd.DataFrame, rank: int) -> pd.Dat
     work = frame.groupby(["w", "op", "source"], as_index=False, sort=False).agg(
         ns=("ns", "sum"), calls=("ns", "size")
     )
-    names = e["name"].to_numpy().astype(str)
-    is_wait = (kind == "collective") & np.char.startswith(names, "wait ") & inside
+    is_wait = (kind == "collective") & inside
+    is_wait[is_wait] = [str(n).startswith("wait ") for n in e["name"].to_numpy()[is_wait]]
     blocked = np.bincount(which[is_wait], weights=np.maximum(e["dur_ns"].to_numpy()[is_wait], 0), minlength=n)
     busy = np.bincount(frame["w"].to_numpy(), weights=frame["ns"].to_numpy(), minlength=n)
     first = shift  # the rank's trace began here
@@ -211,8 +216,10 @@ def overlap(events: pd.DataFrame, merged: pd.DataFrame, ranks: Sequence[int]) ->
     rows = []
     kind = events["kind"].to_numpy() if len(events) else np.zeros(0, dtype=object)
     top = (kind == "op") & (analysis.nearest_op(events) < 0) if len(events) else kind.astype(bool)
-    names = events["name"].to_numpy().astype(str) if len(events) else np.zeros(0, dtype=str)
-    top &= ~np.char.startswith(names, "c10d::")
+    if len(events):
+        codes, uniques = pd.factorize(events["name"].to_numpy())
+        c10d = np.array([str(u).startswith("c10d::") for u in uniques], dtype=bool)
+        top &= ~c10d[codes] if len(uniques) else top
     for r in ranks:
         c = merged[(merged["global_rank"] == r) & (merged["end_ns"] >= 0)] if len(merged) else merged
         comm = _union(c["start_ns"].to_numpy(np.int64), c["end_ns"].to_numpy(np.int64)) if len(c) else None

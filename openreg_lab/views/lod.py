@@ -338,9 +338,10 @@ def _counters(events: pd.DataFrame, kind: _Codes) -> list[Counter]:
     out = []
     device = events["device"].to_numpy()[mem]
     if "rank" in events.columns:  # several ranks: a counter a rank and device
-        device = np.array([f"rank {r} · {d}" if isinstance(d, str) else d
-                           for r, d in zip(events["rank"].to_numpy()[mem], device, strict=True)],
-                          dtype=object)  # fmt: skip
+        rank = events["rank"].to_numpy()[mem]
+        codes, pairs = pd.factorize(pd.MultiIndex.from_arrays([rank, device]))
+        labels = np.array([f"rank {r} · {d}" if isinstance(d, str) else None for r, d in pairs], dtype=object)
+        device = labels[codes] if len(pairs) else device
     for dev in sorted({d for d in device if isinstance(d, str)}):
         idx = mem[device == dev]
         out.append(
