@@ -282,6 +282,9 @@ class JobVerdict:
     straggler: int | None = None
     held_up_ns: int = 0
     notes: list[str] = field(default_factory=list)
+    #: The ranks' first collective, when it waited for a rank still starting up: the headline's
+    #: causes leave it out (start-up differs from rank to rank by design).
+    startup_key: str | None = None
 
     def headline(self) -> str:
         """One sentence: the rank the others waited for most, how long, and its first cause."""
@@ -296,11 +299,23 @@ class JobVerdict:
             f"arrive at {int(at)} of {self.collectives} collectives"
         )
         mine = self.causes[self.causes["late_rank"] == self.straggler]
-        if len(mine):
-            top = mine.groupby(["op", "source"], dropna=False)["excess_ns"].sum().sort_values(ascending=False)
-            (op, source), ns = top.index[0], int(top.iloc[0])
-            where = f" at {source}" if isinstance(source, str) and source else ""
-            text += f"; the most of it {op}{where}, {theme.format_ns(ns)} longer than on the others"
+        if self.startup_key is not None and (mine["key"] != self.startup_key).any():
+            mine = mine[mine["key"] != self.startup_key]
+        if len(mine):  # ranked by the wait each explains (an excess beyond the wait delayed nobody)
+            mine = mine.assign(explains=np.minimum(mine["excess_ns"], mine["waited_ns"]))
+            outside = int(mine.loc[mine["op"] == OUTSIDE, "explains"].sum())
+            ops = mine[mine["op"] != OUTSIDE]
+            top = ops.groupby(["op", "source"], dropna=False)[["explains", "excess_ns"]].sum()
+            top = top.sort_values("explains", ascending=False, kind="stable")
+            if len(top):
+                (op, source), ns = top.index[0], int(top["excess_ns"].iloc[0])
+                where = f" at {source}" if isinstance(source, str) and source else ""
+                text += (
+                    f"; the op that made the most of it: {op}{where}, {theme.format_ns(ns)} longer than "
+                    "on the others"
+                )
+            if outside:
+                text += f"{',' if len(top) else ';'} and {theme.format_ns(outside)} of {OUTSIDE}"
         return text + "."
 
     def lines(self) -> list[str]:
@@ -333,6 +348,12 @@ def job_verdict(
     straggler = int(held.idxmax()) if len(held) and held.max() > 0 else None
     first = traces[0].job
     notes: list[Any] = []
+    startup = None
+    if n:
+        key = merged.loc[merged["start_ns"].idxmin(), "key"]
+        rows = merged[merged["key"] == key]
+        if len(rows) == len(ranks) and rows["late_ns"].max() > 0:
+            startup = str(key)
     world = first.world_size if first is not None else None
     if world is not None and len(ranks) < world:
         missing = sorted(set(range(world)) - set(ranks))
@@ -348,4 +369,5 @@ def job_verdict(
         straggler=straggler,
         held_up_ns=int(held.max()) if len(held) else 0,
         notes=notes,
+        startup_key=startup,
     )

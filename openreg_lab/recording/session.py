@@ -364,6 +364,7 @@ class Trace:
         sched = self._schedule
         wanted = steps.describe(chosen)
         if sched["opened_ns"] < 0:
+            self.job = distributed.current_job()
             self._raw = ({"threads": [], "capacity": self.capacity, "dropped": 0}, _interned_count())
             self._skipped = (
                 f"trace(steps={wanted!r}) recorded nothing: the block ended after {ran} steps, before "
