@@ -334,19 +334,24 @@ def _in_window_count(lvl: Level, t0: float, t1: float) -> int:
 
 
 def _counters(events: pd.DataFrame, kind: _Codes) -> list[Counter]:
+    """One counter a device (of several ranks' events, a ``rank`` column: a rank and device)."""
     mem = np.flatnonzero(kind.isin(("alloc", "free")))
+    codes, uniques = pd.factorize(events["device"].to_numpy()[mem])  # no device: -1
+    named = np.array([isinstance(u, str) for u in uniques] + [False], dtype=bool)
+    keep = named[codes]  # (code -1 reads the trailing False)
+    ranks = events["rank"].to_numpy()[mem].astype(np.int64) if "rank" in events.columns else None
+    key = codes.astype(np.int64) if ranks is None else ranks * (len(uniques) + 1) + codes
+    groups = []
+    for k in np.unique(key[keep]).tolist():
+        code = k if ranks is None else k % (len(uniques) + 1)
+        label = str(uniques[code]) if ranks is None else f"rank {k // (len(uniques) + 1)} · {uniques[code]}"
+        groups.append(((label if ranks is None else (k // (len(uniques) + 1), str(uniques[code]))), label, k))
     out = []
-    device = events["device"].to_numpy()[mem]
-    if "rank" in events.columns:  # several ranks: a counter a rank and device
-        rank = events["rank"].to_numpy()[mem]
-        codes, pairs = pd.factorize(pd.MultiIndex.from_arrays([rank, device]))
-        labels = np.array([f"rank {r} · {d}" if isinstance(d, str) else None for r, d in pairs], dtype=object)
-        device = labels[codes] if len(pairs) else device
-    for dev in sorted({d for d in device if isinstance(d, str)}):
-        idx = mem[device == dev]
+    for _, label, k in sorted(groups, key=lambda g: g[0]):
+        idx = mem[key == k]
         out.append(
             Counter(
-                dev,
+                label,
                 events["start_ns"].to_numpy()[idx].astype(np.int64),
                 events["total"].to_numpy()[idx].astype(np.int64),
                 idx.astype(np.int64),

@@ -22,6 +22,7 @@ import torch
 
 from openreg_lab import theme
 from openreg_lab.recording import _atomic, analysis, steps
+from openreg_lab.recording.ranks import offsets
 from openreg_lab.views import static
 from openreg_lab.views._embed import plain_text, script_json
 from openreg_lab.views.lod import Pyramid
@@ -153,9 +154,11 @@ def _links(view: RanksView, rows: list[dict[str, Any]]) -> tuple[list[dict[str, 
 def _steps(view: RanksView) -> list[dict[str, Any]]:
     """The training steps across ranks: step n from the earliest rank's start to the latest's end."""
     parts = []
-    for r in view.ranks:
-        table = steps.table(view.events[view.events["rank"] == r])
-        parts.append(table.assign(end=table["start_ns"] + table["dur_ns"]))
+    for t, shift in zip(view.traces, offsets(view.traces), strict=True):
+        table = steps.table(t.events)  # each rank's own, then on the merged clock
+        parts.append(
+            table.assign(start_ns=table["start_ns"] + shift, end=table["start_ns"] + shift + table["dur_ns"])
+        )
     if not parts:
         return []
     all_steps = pd.concat(parts, ignore_index=True)
