@@ -6,6 +6,7 @@ over 127.0.0.1; every wait is bounded and no process outlives the module.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -245,7 +246,7 @@ def test_ranks_view_and_report_of_several_traces(
     merged = Path(out).read_text(encoding="utf-8")  # the merged report (views.ranks_report)
     collectives = merged.split('<section id="collectives">')[1].split("</section>")[0]
     assert collectives.count("<tr>") == 5 and collectives.count("c10d::allreduce_") == 2
-    assert '"rank 0 \\u00b7 collectives"' in merged or '"rank 0 · collectives"' in merged
+    assert '"rank 0 \\u00b7 collectives"' in merged and '"rank 1 \\u00b7 collectives"' in merged
 
 
 def test_torchrun_launch_writes_one_trace_per_rank(tmp_path: Path) -> None:
@@ -486,3 +487,29 @@ def test_zero_collectives_is_an_empty_table(
     assert openreg_lab.cli.main(["report", *files, "--html", str(out)]) == 0
     assert capsys.readouterr().out.startswith("2 traces, 2 ranks, 0 collectives")
     assert "no collective recorded" in out.read_text(encoding="utf-8")
+
+
+def test_the_job_report_names_a_failed_rank_and_keeps_the_others(
+    pool: RankPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from openreg_lab.cli import _ranks
+
+    (s0, s1), _ = _job_files(pool, tmp_path, 1)
+    rank0 = openreg_lab.load_trace(s0)
+    html = str(tmp_path / "job.html")
+    # rank 1's script raised: its `run` saved its trace and said so
+    status = {"run_id": rank0.job.run_id, "rank": 1, "code": 1, "trace": s1}
+    Path(_ranks.status_path(html, 1)).write_text(json.dumps(status))
+    assert _ranks.job_outputs(rank0, {"command": "pytest"}, html, None, None, 0, 0)
+    page = Path(html).read_text(encoding="utf-8")
+    assert "rank 1 ended with exit code 1; its trace up to then is kept" in page
+    assert "rank 1 \\u00b7 thread" in page and "rank 0 \\u00b7 thread" in page  # lanes, in the page's JSON
+    assert json.loads(Path(_ranks.status_path(html, 0)).read_text())["code"] == 0
+    # a rank that never said it ended (killed): named after the timeout, rank 0's data kept
+    Path(_ranks.status_path(html, 1)).write_text(json.dumps({**status, "run_id": "an earlier run"}))
+    monkeypatch.setenv("OPENREG_LAB_GATHER_TIMEOUT", "0.5")
+    assert _ranks.job_outputs(rank0, {"command": "pytest"}, html, None, None, 0, 0)
+    page = Path(html).read_text(encoding="utf-8")
+    assert "rank 1 wrote nothing within 0 s: it failed or was killed" in page
+    assert "rank 0 \\u00b7 thread" in page and "rank 1 \\u00b7 thread" not in page
+    assert "openreg-lab: rank 1 wrote nothing within 0 s" in capsys.readouterr().err
