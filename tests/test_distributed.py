@@ -418,6 +418,8 @@ def test_the_straggler_is_named_with_its_op_and_source_line(pool: RankPool, tmp_
     assert (per["overlap"].between(0, 1)).all()
     page = view.html()  # the static view leads with the verdict
     assert page.index("openreg-job-verdict") < page.index("<svg")
+    one = openreg_lab.views.ranks(files[1])  # one path: that rank alone
+    assert one.ranks == [1] and repr(one) == "<RanksView: 1 ranks, 3 collectives>"
 
 
 def test_every_rank_records_one_run_id(pool: RankPool, tmp_path: Path) -> None:
