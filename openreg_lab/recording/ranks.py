@@ -285,6 +285,7 @@ class JobVerdict:
     #: The ranks' first collective, when it waited for a rank still starting up: the headline's
     #: causes leave it out (start-up differs from rank to rank by design).
     startup_key: str | None = None
+    startup_ns: int = 0  #: how long the others waited there for the straggler
 
     def headline(self) -> str:
         """One sentence: the rank the others waited for most, how long, and its first cause."""
@@ -298,6 +299,8 @@ class JobVerdict:
             f"The others waited {theme.format_ns(self.held_up_ns)} for rank {self.straggler}, last to "
             f"arrive at {int(at)} of {self.collectives} collectives"
         )
+        if self.startup_ns:
+            text += f" ({theme.format_ns(self.startup_ns)} of it at the first, while it started up)"
         mine = self.causes[self.causes["late_rank"] == self.straggler]
         if self.startup_key is not None and (mine["key"] != self.startup_key).any():
             mine = mine[mine["key"] != self.startup_key]
@@ -349,11 +352,16 @@ def job_verdict(
     first = traces[0].job
     notes: list[Any] = []
     startup = None
+    startup_last: int | None = None
+    startup_ns = 0
     if n:
         key = merged.loc[merged["start_ns"].idxmin(), "key"]
         rows = merged[merged["key"] == key]
         if len(rows) == len(ranks) and rows["late_ns"].max() > 0:
             startup = str(key)
+            last = rows[rows["last"]]
+            startup_last = int(last["global_rank"].iloc[0]) if len(last) else None
+            startup_ns = int(rows["late_ns"].max())
     world = first.world_size if first is not None else None
     if world is not None and len(ranks) < world:
         missing = sorted(set(range(world)) - set(ranks))
@@ -370,4 +378,5 @@ def job_verdict(
         held_up_ns=int(held.max()) if len(held) else 0,
         notes=notes,
         startup_key=startup,
+        startup_ns=startup_ns if straggler is not None and startup_last == straggler else 0,
     )
