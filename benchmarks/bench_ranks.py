@@ -100,12 +100,13 @@ def generate(folder: str, ranks: int, events: int) -> list[str]:
 
 MERGE = """
 import sys, time, resource, openreg_lab
+u0 = resource.getrusage(resource.RUSAGE_SELF)
 start = time.perf_counter()
 view = openreg_lab.views.ranks(sys.argv[2:])
 view.to_html(sys.argv[1])
 use = resource.getrusage(resource.RUSAGE_SELF)
 print(time.perf_counter() - start, use.ru_maxrss, len(view.events), view.verdict.straggler,
-      use.ru_utime + use.ru_stime)
+      use.ru_utime + use.ru_stime - u0.ru_utime - u0.ru_stime)
 """
 
 
@@ -144,8 +145,9 @@ def main() -> None:
             "ranks",
             "events/rank",
             "events",
-            "merge+report",
-            "of 20 s",
+            "merge+report wall",
+            "CPU",
+            "CPU of 20 s",
             "peak RSS",
             "of 2 GB",
             "report",
