@@ -506,3 +506,44 @@ def traced_collectives(rank: int, world: int, path: str) -> dict[str, Any]:
         "completed": bool((c["dur_ns"] > 0).all()),
         "kinds": t.events["kind"].value_counts().to_dict(),
     }
+
+
+def straggler(rank: int, world: int, path: str, extra: int) -> dict[str, Any]:
+    """Rank 1 runs ``extra`` more matrix products than the others before the second all_reduce
+    (its source line is returned): the straggler the merged view must name, with that op and line."""
+    dev = _dev(rank)
+    a = torch.randn(96, 96, device=dev)
+    with openreg_lab.trace(stack=True) as t:
+        x = torch.ones(64, device=dev)
+        dist.all_reduce(x)
+        for _ in range(3):
+            a = torch.tanh(a)
+        if rank == 1:
+            for _ in range(extra):
+                b = a @ a  # the straggler's extra work
+            a = a + b.mean()
+        dist.all_reduce(x)
+        dist.all_reduce(x)
+    t.save(os.path.join(path, f"s{rank}.trace"))
+    import inspect
+
+    lines = inspect.getsource(straggler).splitlines()
+    first = straggler.__code__.co_firstlineno
+    at = next(i for i, text in enumerate(lines) if "the straggler's extra work" in text)
+    return {"source": f"{__file__}:{first + at}", "job": t.job.as_dict()}
+
+
+def traced_subgroup_only(rank: int, world: int, path: str) -> dict[str, Any]:
+    """Collectives on a new group of the last rank only (its group rank 0 is not its rank), and a
+    trace with no collective at all."""
+    dev = _dev(rank)
+    group = dist.new_group([world - 1])
+    with openreg_lab.trace() as t:
+        if rank == world - 1:
+            dist.all_reduce(torch.ones(8, device=dev), group=group)
+    t.save(os.path.join(path, f"g{rank}.trace"))
+    with openreg_lab.trace() as quiet:
+        torch.ones(4, device=dev).sum()
+    quiet.save(os.path.join(path, f"q{rank}.trace"))
+    dist.destroy_process_group(group)
+    return {"group_ranks": t.collectives()["rank"].tolist(), "job": t.job.as_dict()}

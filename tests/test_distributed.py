@@ -6,6 +6,7 @@ over 127.0.0.1; every wait is bounded and no process outlives the module.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -229,17 +230,23 @@ def test_ranks_view_and_report_of_several_traces(
     assert table["name"].tolist() == ["allreduce", "broadcast", "send/recv", "allreduce"]
     assert table["bytes"].tolist() == [1024, 32, 64, 16] and (table["ranks"] == 2).all()
     page = view.html()
-    assert page.count('class="collective"') == 8 and page.count("<tr>") == 5
+    assert page.count('class="collective"') == 8 and page.split('class="ranks"')[1].count("<tr>") == 5
+    assert page.count("openreg-job-verdict") == 1  # the job's verdict first
     assert set(view.activity["rank"]) == {0, 1} and "c10d::allreduce_" in set(view.activity["name"])
     assert page.count('class="activity"') >= 8  # each rank's c10d ops at least
     view.table.loc[0, "name"] = "<script>alert(1)</script>"  # every string reaching the page is escaped
     page = view.html()
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     out = str(tmp_path / "ranks.html")
-    assert openreg_lab.cli.main(["report", *files, "--html", out]) == 0
+    assert openreg_lab.cli.main(["report", *files, "--html", out, "--top", "3"]) == 0
     printed = capsys.readouterr().out
     assert printed.startswith("2 traces, 2 ranks, 4 collectives")
-    assert Path(out).read_text(encoding="utf-8").count('class="collective"') == 8
+    # the terminal table says where it stops
+    assert "... 1 more collectives (--top 4 lists them all)" in printed
+    merged = Path(out).read_text(encoding="utf-8")  # the merged report (views.ranks_report)
+    collectives = merged.split('<section id="collectives">')[1].split("</section>")[0]
+    assert collectives.count("<tr>") == 5 and collectives.count("c10d::allreduce_") == 2
+    assert '"rank 0 \\u00b7 collectives"' in merged and '"rank 1 \\u00b7 collectives"' in merged
 
 
 def test_torchrun_launch_writes_one_trace_per_rank(tmp_path: Path) -> None:
@@ -264,9 +271,10 @@ def test_torchrun_launch_writes_one_trace_per_rank(tmp_path: Path) -> None:
     out = os.path.join(str(tmp_path), "run.trace")
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
-        f"--master_port={free_port()}", "-m", "openreg_lab", "run", "--from-cuda", "--trace", out, script,
+        f"--master_port={free_port()}", "-m", "openreg_lab", "run", "--from-cuda", "--trace", out,
+        "--html", "job.html", script,
     ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": REPO, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": REPO, "OMP_NUM_THREADS": "1", "OPENREG_LAB_GATHER_TIMEOUT": "60"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=180, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     grads = [(tmp_path / f"grad{r}.txt").read_text() for r in (0, 1)]
@@ -278,6 +286,11 @@ def test_torchrun_launch_writes_one_trace_per_rank(tmp_path: Path) -> None:
     traces = [openreg_lab.load_trace(os.path.join(str(tmp_path), f"run.rank{r}.trace")) for r in (0, 1)]
     for t in traces:
         assert (t.collectives()["name"] == "allreduce").sum() >= 1
+    # one merged report for the job, written by rank 0 when both ranks ended (no report per rank)
+    assert "job.html" in names and not any(n.startswith("job.rank") and n.endswith(".html") for n in names)
+    assert proc.stderr.count("openreg-lab: wrote the report of 2 ranks to") == 1
+    page = (tmp_path / "job.html").read_text(encoding="utf-8")
+    assert "rank 0 trace" in page and "rank 1 trace" in page and "openreg-job-verdict" in page
 
 
 def test_a_dead_rank_is_an_error_within_the_timeout() -> None:
@@ -378,3 +391,127 @@ def test_from_cuda_maps_nccl() -> None:
         assert dist.is_nccl_available()
     assert not dist.is_nccl_available()
     assert torch.distributed.init_process_group is dist.distributed_c10d.init_process_group
+
+
+def _job_files(pool: RankPool, tmp_path: Path, extra: int) -> tuple[list[str], str]:
+    """The straggler body's traces (rank 1 runs ``extra`` more matrix products) and its source line."""
+    results = pool.run("straggler", str(tmp_path), extra)
+    return [str(tmp_path / f"s{r}.trace") for r in (0, 1)], results[1]["source"]
+
+
+def test_the_straggler_is_named_with_its_op_and_source_line(pool: RankPool, tmp_path: Path) -> None:
+    files, line = _job_files(pool, tmp_path, 60)
+    view = openreg_lab.views.ranks(files[::-1])  # paths, in any order
+    assert view.ranks == [0, 1]
+    second = view.collectives()["key"].iloc[1]  # the all_reduce after rank 1's extra work
+    causes = view.causes[view.causes["key"] == second]
+    assert set(causes["late_rank"]) == {1}
+    top = causes.iloc[0]
+    assert (top["op"], top["source"], top["calls"], top["others_calls"]) == ("aten::mm", line, 60, 0)
+    assert top["excess_ns"] == top["rank_ns"] > 0.5 * top["waited_ns"]  # rank 0 ran no mm
+    v = view.verdict
+    assert v.straggler == 1 and v.collectives == 3
+    assert "for rank 1" in v.headline() and f"aten::mm at {line}" in v.headline()
+    per = v.per_rank.set_index("rank")
+    assert per.loc[1, "held_up_ns"] >= top["waited_ns"] and per.loc[0, "waited_ns"] >= top["waited_ns"]
+    assert list(v.per_rank.columns[:7]) == list(openreg_lab.recording.ranks.RANK_COLUMNS)
+    assert (per["overlap"].between(0, 1)).all()
+    page = view.html()  # the static view leads with the verdict
+    assert page.index("openreg-job-verdict") < page.index("<svg")
+    one = openreg_lab.views.ranks(files[1])  # one path: that rank alone
+    assert one.ranks == [1] and repr(one) == "<RanksView: 1 ranks, 3 collectives>"
+
+
+def test_every_rank_records_one_run_id(pool: RankPool, tmp_path: Path) -> None:
+    jobs = [r["job"] for r in pool.run("straggler", str(tmp_path), 1)]
+    assert jobs[0]["run_id"] == jobs[1]["run_id"] and len(jobs[0]["run_id"]) == 32
+    assert [(j["rank"], j["world_size"]) for j in jobs] == [(0, 2), (1, 2)]
+    saved = openreg_lab.load_trace(tmp_path / "s1.trace")
+    assert saved.job is not None and saved.job.as_dict() == jobs[1]
+    with openreg_lab.trace() as local:  # this process joined no job: its own id, no rank
+        torch.ones(2, device="openreg").sum()
+    assert local.job is not None and local.job.rank is None and local.job.run_id.startswith("process-")
+    assert local.job.run_id != jobs[0]["run_id"]
+
+
+def test_merging_refuses_what_is_not_one_job(
+    pool: RankPool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for run in ("a", "b"):
+        (tmp_path / run).mkdir()
+    (a0, _), _ = _job_files(pool, tmp_path / "a", 1)
+    pool.run("reinit", free_port(), "device_id")  # a new world group: a new run
+    (b0, b1), _ = _job_files(pool, tmp_path / "b", 1)
+    local = str(tmp_path / "local.trace")
+    with openreg_lab.trace() as t:
+        torch.ones(2, device="openreg").sum()
+    t.save(local)
+    wide = openreg_lab.load_trace(b1)
+    wide.job = openreg_lab.recording.distributed.Job(wide.job.run_id, 1, 4)
+    wide.save(str(tmp_path / "wide.trace"))
+    cases = {
+        (a0, b1): f"{a0} and {b1} are of different runs (run ids ",
+        (b0, b0): f"{b0} and {b0} are both rank 0 of run ",
+        (b0, local): f"{local} records no rank: it was not recorded by a rank of a torch.distributed job",
+        (b0, str(tmp_path / "wide.trace")): f"{b0} and {tmp_path / 'wide.trace'} disagree on the world size "
+        "(2 and 4)",
+    }
+    for files, start in cases.items():
+        with pytest.raises(ValueError) as e:
+            openreg_lab.views.ranks(list(files))
+        assert str(e.value).startswith(start) and "\n" not in str(e.value)
+        assert openreg_lab.cli.main(["report", *files]) == 2
+        err = capsys.readouterr().err.strip()
+        assert start in err and len(err.splitlines()) == 1
+    assert openreg_lab.views.ranks([b1, b0]).ranks == [0, 1]  # the same run's ranks merge
+
+
+def test_ranks_are_labelled_by_their_recorded_rank(pool: RankPool, tmp_path: Path) -> None:
+    results = pool.run("traced_subgroup_only", str(tmp_path))
+    assert results[1]["group_ranks"] == [0] and results[0]["group_ranks"] == []  # rank 1 is 0 in its group
+    view = openreg_lab.views.ranks([str(tmp_path / "g1.trace"), str(tmp_path / "g0.trace")])
+    assert view.table["global_rank"].tolist() == [1] and view.table["rank"].tolist() == [0]
+    assert view.collectives()["ranks"].tolist() == [1]
+
+
+def test_zero_collectives_is_an_empty_table(
+    pool: RankPool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pool.run("traced_subgroup_only", str(tmp_path))
+    files = [str(tmp_path / f"q{r}.trace") for r in (0, 1)]
+    t = openreg_lab.load_trace(files[0])
+    c = t.collectives()
+    assert c.empty and list(c.columns) == openreg_lab.recording.distributed.COLUMNS
+    view = openreg_lab.views.ranks(files)
+    assert view.collectives().empty and view.causes.empty
+    assert view.verdict.headline() == "2 ranks, no collective recorded: nothing to line up."
+    out = tmp_path / "quiet.html"
+    assert openreg_lab.cli.main(["report", *files, "--html", str(out)]) == 0
+    assert capsys.readouterr().out.startswith("2 traces, 2 ranks, 0 collectives")
+    assert "no collective recorded" in out.read_text(encoding="utf-8")
+
+
+def test_the_job_report_names_a_failed_rank_and_keeps_the_others(
+    pool: RankPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from openreg_lab.cli import _ranks
+
+    (s0, s1), _ = _job_files(pool, tmp_path, 1)
+    rank0 = openreg_lab.load_trace(s0)
+    html = str(tmp_path / "job.html")
+    # rank 1's script raised: its `run` saved its trace and said so
+    status = {"run_id": rank0.job.run_id, "rank": 1, "code": 1, "trace": s1}
+    Path(_ranks.status_path(html, 1)).write_text(json.dumps(status))
+    assert _ranks.job_outputs(rank0, {"command": "pytest"}, html, None, None, 0, 0)
+    page = Path(html).read_text(encoding="utf-8")
+    assert "rank 1 ended with exit code 1; its trace up to then is kept" in page
+    assert "rank 1 \\u00b7 thread" in page and "rank 0 \\u00b7 thread" in page  # lanes, in the page's JSON
+    assert json.loads(Path(_ranks.status_path(html, 0)).read_text())["code"] == 0
+    # a rank that never said it ended (killed): named after the timeout, rank 0's data kept
+    Path(_ranks.status_path(html, 1)).write_text(json.dumps({**status, "run_id": "an earlier run"}))
+    monkeypatch.setenv("OPENREG_LAB_GATHER_TIMEOUT", "0.5")
+    assert _ranks.job_outputs(rank0, {"command": "pytest"}, html, None, None, 0, 0)
+    page = Path(html).read_text(encoding="utf-8")
+    assert "rank 1 wrote nothing within 0 s: it failed or was killed" in page
+    assert "rank 0 \\u00b7 thread" in page and "rank 1 \\u00b7 thread" not in page
+    assert "openreg-lab: rank 1 wrote nothing within 0 s" in capsys.readouterr().err

@@ -121,6 +121,22 @@ CASES: list[tuple[str, Damage, str]] = [
     ("version-null", _header("version", None), r"its header's version is None, not a positive integer"),
     ("stack-string", _header("stack", "yes"), r"its header's stack is 'yes', not true or false"),
     ("ops-list", _header("ops", ["all"]), r"its header's ops is \['all'\], not one of all, kernels"),
+    ("job-list", _header("job", ["x"]), r"its header's job is \['x'\], not an object of run_id, rank"),
+    (
+        "job-run-id-empty",
+        _header("job", {"run_id": "", "rank": 0, "world_size": 2}),
+        r"its header's job.run_id is '', not a printable string",
+    ),
+    (
+        "job-rank-past-world",
+        _header("job", {"run_id": "r", "rank": 2, "world_size": 2}),
+        r"its header's job.rank is 2, not a rank from 0 to the world size - 1",
+    ),
+    (
+        "job-world-zero",
+        _header("job", {"run_id": "r", "rank": None, "world_size": 0}),
+        r"its header's job.world_size is 0, not a number of ranks",
+    ),
     (
         "strings-surrogate",
         lambda a, h: h["strings"].append("x \ud800"),

@@ -39,7 +39,10 @@ def add_parser(sub: Any) -> Parser:
     p.add_argument("--title", help="the report's title (default: the trace file's name)")
     p.add_argument("--chrome", metavar="PATH", help="write a Chrome trace there (e.g. --chrome run.json)")
     p.add_argument(
-        "--top", type=positive_int, default=10, help="how many fallbacks to list (default %(default)s)"
+        "--top",
+        type=positive_int,
+        default=10,
+        help="how many fallbacks (of several traces: collectives) to list (default %(default)s)",
     )
     p.set_defaults(handler=_handle)
     return p
@@ -51,7 +54,7 @@ def _handle(args: argparse.Namespace) -> int:
     check_output(args.chrome, "--chrome")
     traces = [_load(path) for path in args.trace]
     if len(traces) > 1:
-        return _ranks(args, traces)
+        return _ranks(args, traces, args.trace)
     (trace,), (path,) = traces, args.trace
     _outputs.print_summary(trace, args.top, sys.stdout)
     info = {"trace file": os.path.abspath(path)}
@@ -74,24 +77,36 @@ def _load(path: str) -> Any:
         raise UsageError(str(e)) from None
 
 
-def _ranks(args: argparse.Namespace, traces: list[Any]) -> int:
-    """One trace per rank: the merged collectives in the terminal, ``--html`` the ranks view."""
+def _ranks(args: argparse.Namespace, traces: list[Any], paths: list[str]) -> int:
+    """One trace per rank: the job's verdict and the merged collectives in the terminal, ``--html``
+    the merged report (``views.ranks``); traces that are not one job are refused in one line."""
+    from openreg_lab.recording.distributed import check_one_job
     from openreg_lab.views.ranks_view import ranks
 
     if args.chrome:
         raise UsageError("--chrome takes one trace; give one file per run of `report --chrome`")
+    try:
+        check_one_job(traces, paths)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     view = ranks(traces)
     table = view.collectives()
-    print(f"{len(traces)} traces, {view.table['global_rank'].nunique() if len(view.table) else 0} ranks, "
-          f"{len(table)} collectives", file=sys.stdout)  # fmt: skip
+    print(f"{len(traces)} traces, {len(view.ranks)} ranks, {len(table)} collectives", file=sys.stdout)
+    print("\n".join(view.verdict.lines()), file=sys.stdout)
     if len(table):
         shown = table.assign(
             dur_us=(table["dur_ns"] / 1e3).round(1), late_us=(table["late_ns"] / 1e3).round(1)
-        )[["name", "group", "bytes", "ranks", "dur_us", "last_rank", "late_us", "gbytes_per_s"]]
+        )[["name", "group", "issued_by", "bytes", "ranks", "dur_us", "last_rank", "late_us", "gbytes_per_s"]]
         print(shown.head(args.top).to_string(index=False), file=sys.stdout)
+        if len(table) > args.top:
+            print(f"... {len(table) - args.top} more collectives (--top {len(table)} lists them all)")
     if args.html:
         try:
-            view.to_html(args.html, title=args.title or "openreg-lab: ranks")
+            view.to_html(
+                args.html,
+                title=args.title or "openreg-lab: ranks",
+                run_info={"trace files": ", ".join(os.path.abspath(p) for p in paths)},
+            )
         except OSError as e:
             print(f"openreg-lab: could not write the report to {args.html}: {e}", file=sys.stderr)
             return 1

@@ -322,6 +322,9 @@ def execute(ns: argparse.Namespace, command: str) -> int:
         if left:
             print(f"openreg-lab run: {left}", file=sys.stderr)
         _outputs.print_summary(trace, ns.top)
+    if rank is not None and ns.html:  # one report for the job (Note [One report for a job])
+        written = _ranks.job_outputs(trace, info, ns.html, ns.trace, ns.chrome, rank, code)
+        return 1 if not written and code == 0 else code
     html, trace_path, chrome = (_ranks.per_rank(p, rank) for p in (ns.html, ns.trace, ns.chrome))
     written = _outputs.write(trace, info, html=html, trace_path=trace_path, chrome=chrome)
     if not written and code == 0:

@@ -11,6 +11,7 @@ is staged (Note [Collectives on host views]).
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,10 @@ from openreg_lab import _C
 
 BACKEND = "ogloo"
 DEVICE = "openreg"
+#: The job this process joined, learnt when its world group was made: ``run_id``, ``rank``,
+#: ``world_size`` (empty before; Note [A run id for every trace] in recording/distributed.py).
+JOB: dict[str, Any] = {}
+_RUN_ID_KEY = "openreg-lab/run-id"
 
 
 def register() -> None:
@@ -53,7 +58,21 @@ def _create_group(options: Any, backend_options: Any = None) -> Any:
     group._set_default_backend(ProcessGroup.BackendType.CUSTOM)
     group._register_backend(torch.device("cpu"), ProcessGroup.BackendType.GLOO, gloo)
     group._register_backend(torch.device(DEVICE), ProcessGroup.BackendType.CUSTOM, ours)
+    if str(options.group_id) == "0":  # the world group: every rank of the job
+        _remember_job(options.store, rank, size)
     return group
+
+
+def _remember_job(store: Any, rank: int, size: int) -> None:
+    """Agree on one run id with the job's other ranks through its store: the first rank to ask
+    sets it (``compare_set`` from empty), every other one reads that (Note [A run id for every trace])."""
+    try:
+        value = store.compare_set(_RUN_ID_KEY, "", uuid.uuid4().hex)
+    except RuntimeError:  # a store without compare_set: this process's own id, said as such
+        value = f"process-{uuid.uuid4().hex}"
+    run_id = value.decode() if isinstance(value, bytes) else str(value)
+    JOB.clear()
+    JOB.update(run_id=run_id, rank=int(rank), world_size=int(size))
 
 
 def cuda_backend_name(backend: Any) -> Any:

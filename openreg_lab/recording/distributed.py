@@ -10,8 +10,11 @@ the bandwidth.
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -22,12 +25,110 @@ if TYPE_CHECKING:
     from openreg_lab.recording.events import Columns
 
 
+# Note [A run id for every trace]
+# Merging is exact only if a trace says which job and rank recorded it. Each trace records, when it
+# ends, ``Job``: its rank and world size (from torch.distributed while a group is up, else from the
+# world group openreg's backend made, else from a launcher's RANK / WORLD_SIZE) and a run id shared
+# by every rank of one job: the first rank to reach the job's store sets it (``compare_set`` from
+# empty, device/_distributed.py), the others read it, so no rank waits for another. A process that
+# joined no group has its own id (TORCHELASTIC_RUN_ID is no help: torchrun's default is "none").
+# ``check_one_job`` refuses traces of different runs, one rank twice, a trace without a rank and
+# ranks of different world sizes; ranks are labelled by their recorded rank, never by file order.
+_PROCESS_RUN_ID = f"process-{uuid.uuid4().hex}"
+
+
+@dataclass(frozen=True)
+class Job:
+    """Which job and rank recorded a trace (Note [A run id for every trace])."""
+
+    run_id: str
+    rank: int | None = None
+    world_size: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The trace file header's ``job``."""
+        return {"run_id": self.run_id, "rank": self.rank, "world_size": self.world_size}
+
+
+def current_job() -> Job:
+    """This process's job now (Note [A run id for every trace])."""
+    import torch.distributed as dist
+
+    from openreg_lab.device import _distributed
+
+    job = _distributed.JOB
+    live = dist.is_available() and dist.is_initialized()
+    if live and not job:  # a world group of another backend (gloo): agree through its store
+        try:
+            _distributed._remember_job(
+                dist.distributed_c10d._get_default_store(), dist.get_rank(), dist.get_world_size()
+            )
+        except (RuntimeError, ValueError):
+            pass
+    if live:
+        rank, world = dist.get_rank(), dist.get_world_size()
+    elif job:
+        rank, world = job["rank"], job["world_size"]
+    else:
+        try:
+            rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        except (KeyError, ValueError):
+            rank = world = None
+    return Job(str(job.get("run_id", _PROCESS_RUN_ID)), rank, world)
+
+
 class _RankTrace(Protocol):
-    """What merge_ranks reads of a Trace (session.py imports this module, not the reverse)."""
+    """What merging reads of a Trace (session.py imports this module, not the reverse)."""
 
     _t0: int
+    job: Job | None
+
+    @property
+    def events(self) -> pd.DataFrame: ...
 
     def collectives(self) -> pd.DataFrame: ...
+
+
+def check_one_job(traces: Sequence[_RankTrace], names: Sequence[str]) -> None:
+    """Refuse, in one line naming the files (``names``) and what differs, traces that are not the
+    ranks of one job: a trace without a rank, different runs, different world sizes, a rank twice."""
+    if len(traces) != len(names):
+        raise ValueError("check_one_job: one name per trace")
+    for t, n in zip(traces, names, strict=True):
+        if t.job is None or t.job.rank is None:
+            raise ValueError(
+                f"{n} records no rank: it was not recorded by a rank of a torch.distributed job (or by "
+                "an openreg-lab from before run ids); merge only the traces of one job's ranks"
+            )
+    jobs = [t.job for t in traces]
+    assert all(j is not None for j in jobs)
+    first = jobs[0]
+    assert first is not None
+    for j, n in zip(jobs[1:], names[1:], strict=True):
+        assert j is not None
+        if j.run_id != first.run_id:
+            raise ValueError(
+                f"{names[0]} and {n} are of different runs (run ids {_short_id(first.run_id)} and "
+                f"{_short_id(j.run_id)}): merge the traces of one job's ranks"
+            )
+        if j.world_size != first.world_size:
+            raise ValueError(
+                f"{names[0]} and {n} disagree on the world size ({first.world_size} and {j.world_size}) "
+                "within one run: these traces are damaged or edited"
+            )
+    seen: dict[int, str] = {}
+    for j, n in zip(jobs, names, strict=True):
+        assert j is not None and j.rank is not None
+        if j.rank in seen:
+            raise ValueError(
+                f"{seen[j.rank]} and {n} are both rank {j.rank} of run {_short_id(first.run_id)}: "
+                "give each rank's trace once"
+            )
+        seen[j.rank] = n
+
+
+def _short_id(run_id: str) -> str:
+    return run_id if len(run_id) <= 16 else run_id[:13] + "..."
 
 
 COLLECTIVE = _events.KINDS.index("collective")
@@ -38,6 +139,9 @@ COLUMNS = [
     "id", "parent", "issued_by", "issued_in", "name", "group", "seq", "rank", "peer", "group_size", "bytes",
     "dtype", "device", "thread", "start_ns", "dur_ns", "wait_ns",
 ]  # fmt: skip
+
+
+_TEXT = ("issued_by", "issued_in", "name", "group", "dtype", "device")
 
 
 def collectives(columns: Columns, t0: int) -> pd.DataFrame:
@@ -56,6 +160,8 @@ def collectives(columns: Columns, t0: int) -> pd.DataFrame:
     is_collective = f["kind"] == COLLECTIVE
     is_wait = (f["flags"] & _events.WAIT) != 0
     rows = np.flatnonzero(is_collective & ~is_wait)
+    if not len(rows):  # no collective: an empty table of the same columns
+        return pd.DataFrame({c: pd.Series(dtype=object if c in _TEXT else np.int64) for c in COLUMNS})
     parent = f["parent"][rows]
     node = _nearest_backward(f["kind"], f["parent"], rows)
     frame = pd.DataFrame(
@@ -129,11 +235,14 @@ def merge_ranks(traces: Sequence[_RankTrace]) -> pd.DataFrame:
     for index, t in enumerate(traces):
         part = t.collectives()
         part["start_ns"] = part["start_ns"] + (t._t0 - origin)
-        world = part[part["group"] == "0"]
         part["trace"] = index
-        part["global_rank"] = int(world["rank"].iloc[0]) if len(world) else index
+        part["global_rank"] = _rank_of(t, index)
         parts.append(part)
     frame = pd.concat(parts, ignore_index=True)
+    if frame.empty:
+        return frame.assign(key=pd.Series(dtype=object), end_ns=pd.Series(dtype=np.int64),
+                            late_ns=pd.Series(dtype=np.int64), last=pd.Series(dtype=bool),
+                            gbytes_per_s=pd.Series(dtype=float))  # fmt: skip
     p2p = frame["name"].isin(P2P)
     low = np.minimum(frame["rank"], frame["peer"])
     high = np.maximum(frame["rank"], frame["peer"])
@@ -161,3 +270,14 @@ def merge_ranks(traces: Sequence[_RankTrace]) -> pd.DataFrame:
     frame["gbytes_per_s"] = frame["bytes"] / dur
     frame = frame.sort_values(["start_ns", "global_rank"], kind="stable").reset_index(drop=True)
     return frame
+
+
+def _rank_of(t: _RankTrace, index: int) -> int:
+    """The rank that recorded ``t`` (Note [A run id for every trace]); a trace of an older
+    openreg-lab without one: its rank in the world group's collectives, else its position."""
+    job = getattr(t, "job", None)
+    if job is not None and job.rank is not None:
+        return int(job.rank)
+    c = t.collectives()
+    world = c[c["group"] == "0"]
+    return int(world["rank"].iloc[0]) if len(world) else index

@@ -44,6 +44,7 @@ class Saved:
     ops: str = "all"
     skipped: str | None = None  # trace(steps=...): what was not recorded
     profile: str | None = None  # the coverage profile active when recording began
+    job: dict[str, Any] | None = None  # run id, rank, world size (Note [A run id for every trace])
 
 
 def save(
@@ -58,6 +59,7 @@ def save(
     ops: str = "all",
     skipped: str | None = None,
     profile: str | None = None,
+    job: dict[str, Any] | None = None,
 ) -> None:
     """Write the columns ``c`` of a trace and its settings to ``path`` (conventionally ``*.trace``),
     whole or not at all: a save that fails part way leaves the file that was there untouched."""
@@ -72,6 +74,7 @@ def save(
         "ops": ops,
         "skipped": skipped,
         "profile": profile,
+        "job": job,
         "threads": {str(k): v for k, v in c.threads.items()},
         "strings": c.strings,
     }
@@ -138,6 +141,7 @@ def read(path: str | os.PathLike[str]) -> Saved:
         ops=header.get("ops", "all"),  # files from before trace(ops=...) recorded every op
         skipped=header.get("skipped") if isinstance(header.get("skipped"), str) else None,
         profile=header.get("profile") if isinstance(header.get("profile"), str) else None,
+        job=header.get("job"),  # checked by _job_problem; absent in files from before run ids
     )
 
 
@@ -194,6 +198,23 @@ def _header_problem(header: dict[str, Any]) -> str | None:
             )
     if header.get("ops", "all") not in OPS:
         return f"its header's ops is {_short(header.get('ops'))}, not one of {', '.join(OPS)}"
+    return _job_problem(header.get("job"))
+
+
+def _job_problem(job: object) -> str | None:
+    """What is wrong with the header's ``job`` (None, or run id, rank and world size; Note [A run id
+    for every trace] in distributed.py), naming the field."""
+    if job is None:
+        return None
+    if not isinstance(job, dict) or set(job) != {"run_id", "rank", "world_size"}:
+        return f"its header's job is {_short(job)}, not an object of run_id, rank and world_size"
+    run_id, rank, world = job["run_id"], job["rank"], job["world_size"]
+    if not isinstance(run_id, str) or not 0 < len(run_id) <= 200 or not run_id.isprintable():
+        return f"its header's job.run_id is {_short(run_id)}, not a printable string of 1 to 200 characters"
+    if world is not None and not (_is_int(world) and 1 <= world <= 1 << 24):
+        return f"its header's job.world_size is {_short(world)}, not a number of ranks (1 or more) or null"
+    if rank is not None and not (_is_int(rank) and 0 <= rank < (world if world is not None else 1 << 24)):
+        return f"its header's job.rank is {_short(rank)}, not a rank from 0 to the world size - 1 or null"
     return None
 
 

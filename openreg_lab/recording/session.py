@@ -138,6 +138,8 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
     t._t0 = saved.t0
     t._skipped = saved.skipped
     t.profile = saved.profile
+    if saved.job is not None:
+        t.job = distributed.Job(**saved.job)
     return t
 
 
@@ -270,6 +272,9 @@ class Trace:
         self._schedule: dict[str, int] = {}  # trace(steps=...): times and step counts, for `skipped`
         self._skipped: str | None = None
         self.profile: str | None = None  # the coverage profile active when recording began
+        #: The run id, rank and world size of the process that recorded it, set when the block
+        #: ends (Note [A run id for every trace] in distributed.py; None before, or in an old file).
+        self.job: distributed.Job | None = None
 
     # -- recording ---------------------------------------------------------
     def __enter__(self) -> Trace:
@@ -324,6 +329,7 @@ class Trace:
     def _close(self) -> None:
         raw = _C._trace_close(self._session)
         self._session = None
+        self.job = distributed.current_job()
         if raw.get("inherited"):
             warnings.warn(
                 "this trace was open when the process forked: the parent process records its events, "
@@ -358,6 +364,7 @@ class Trace:
         sched = self._schedule
         wanted = steps.describe(chosen)
         if sched["opened_ns"] < 0:
+            self.job = distributed.current_job()
             self._raw = ({"threads": [], "capacity": self.capacity, "dropped": 0}, _interned_count())
             self._skipped = (
                 f"trace(steps={wanted!r}) recorded nothing: the block ended after {ran} steps, before "
@@ -514,6 +521,7 @@ class Trace:
             ops=self.ops,
             skipped=self._skipped,
             profile=self.profile,
+            job=None if self.job is None else self.job.as_dict(),
         )
 
     def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:
@@ -557,10 +565,20 @@ def _to_frame(c: Columns, t0: int) -> pd.DataFrame:
     kind = np.array(_events.KINDS, dtype=object)[f["kind"]]
     is_op = f["kind"] == 0
     kernels = np.array([None, *_events.KERNELS[1:]], dtype=object)
-    devices = {code: _events.device_name(code) for code in range(_events.NO_DEVICE, _events.MAX_DEVICES)}
-    dev = np.vectorize(devices.__getitem__, otypes=[object])
-    dtypes = {code: _events.dtype_name(code) for code in range(-1, _events.MAX_DTYPE + 1)}
-    dt = np.vectorize(dtypes.__getitem__, otypes=[object])
+    # Codes to names by indexing a table (file codes are validated on load: files._CODES).
+    device_names = np.array(
+        [_events.device_name(code) for code in range(_events.NO_DEVICE, _events.MAX_DEVICES)], dtype=object
+    )
+    dtype_names = np.array(
+        [_events.dtype_name(code) for code in range(-1, _events.MAX_DTYPE + 1)], dtype=object
+    )
+
+    def dev(codes: np.ndarray) -> np.ndarray:
+        return device_names[codes.astype(np.int64) - _events.NO_DEVICE]
+
+    def dt(codes: np.ndarray) -> np.ndarray:
+        return dtype_names[codes.astype(np.int64) + 1]
+
     is_cast = f["kind"] == 4
     is_mem = (f["kind"] == 5) | (f["kind"] == 6)
     is_collective = f["kind"] == _events.KINDS.index("collective")  # src/dst hold ranks
@@ -658,13 +676,15 @@ def _forward_links(f: dict[str, np.ndarray]) -> np.ndarray:
     n = len(f["id"])
     out = np.full(n, -1, dtype=np.int64)
     kind, seq, parent = f["kind"], f["seq"], f["parent"]
-    makers: dict[int, list[int]] = {}
-    for i in np.flatnonzero((kind == 0) & (seq >= 0)):
-        makers.setdefault(int(seq[i]), []).append(int(i))
-    for b in np.flatnonzero((kind == 1) & (seq >= 0)):
-        before = [i for i in makers.get(int(seq[b]), []) if i < b]
-        if before:
-            out[b] = before[-1]
+    makers = np.flatnonzero((kind == 0) & (seq >= 0))  # ops that may have made a node, by id
+    order = np.lexsort((makers, seq[makers]))  # by number, then id
+    makers, numbers = makers[order], seq[makers[order]].astype(np.int64)
+    nodes = np.flatnonzero((kind == 1) & (seq >= 0))
+    # The last maker with the node's number and an id below the node's.
+    at = np.searchsorted(numbers * (n + 1) + makers, seq[nodes].astype(np.int64) * (n + 1) + nodes) - 1
+    found = at >= 0
+    found[found] = numbers[at[found]] == seq[nodes[found]]
+    out[nodes[found]] = makers[at[found]]
     inside = (parent >= 0) & (kind == 0)
     inside &= kind[np.maximum(parent, 0)] == 1
     out[inside] = out[parent[inside]]

@@ -6,7 +6,7 @@
     openreg_lab.views.compare(a, b, labels=("default", "mps"))
     openreg_lab.views.CoverageView(profile="mps", trace=t)
     openreg_lab.views.DispatchExplorer("aten::linear")
-    openreg_lab.views.ranks([load_trace("run.rank0.trace"), load_trace("run.rank1.trace")])
+    openreg_lab.views.ranks(["run.rank0.trace", "run.rank1.trace"])  # a job's ranks (paths or traces)
 
 One module per view (``dashboard``, ``comparison``, ``coverage_view``, ``dispatch_explorer``), the
 pieces they share (``timeline`` with its level of detail ``lod``, ``table``, ``charts``,

@@ -130,27 +130,33 @@ class Pyramid:
         thread = events["thread"].to_numpy().astype(np.int64)
         rows: list[Row] = []
         row_of = np.full(n, -1, dtype=np.int64)
-        for t in np.unique(thread[is_slice]):
-            mine = is_slice & (thread == t)
-            for d in range(int(depth[mine].max()) + 1):
-                row_of[mine & (depth == d)] = len(rows)
-                rows.append(Row(f"thread {int(t)}", d))
+        # Several ranks' events (recording.ranks.merged_events, a ``rank`` column): a lane group a rank.
+        rank = events["rank"].to_numpy() if "rank" in events.columns else None
+        groups = [None] if rank is None else sorted({int(r) for r in np.unique(rank)})
         is_copy = kind.eq("copy")
-        for direction in ("H2D", "D2H", "D2D"):
-            mine = is_copy & names.eq(direction)
-            if mine.any():
-                row_of[mine] = len(rows)
-                rows.append(Row(f"copies {direction}", 0))
         is_cast = kind.eq("cast")
-        if is_cast.any():
-            row_of[is_cast] = len(rows)
-            rows.append(Row("casts", 0))
         # A collective runs on after the op that issued it returns (Note [Collective events]), so
         # it has a lane of its own instead of nesting under that op; a wait on one is drawn there too.
         is_collective = kind.eq("collective")
-        if is_collective.any():
-            row_of[is_collective] = len(rows)
-            rows.append(Row("collectives", 0))
+        for g in groups:
+            ours = np.ones(n, dtype=bool) if g is None else rank == g
+            prefix = "" if g is None else f"rank {g} · "
+            for t in np.unique(thread[is_slice & ours]):
+                mine = is_slice & ours & (thread == t)
+                for d in range(int(depth[mine].max()) + 1):
+                    row_of[mine & (depth == d)] = len(rows)
+                    rows.append(Row(f"{prefix}thread {int(t)}", d))
+            for direction in ("H2D", "D2H", "D2D"):
+                mine = is_copy & ours & names.eq(direction)
+                if mine.any():
+                    row_of[mine] = len(rows)
+                    rows.append(Row(f"{prefix}copies {direction}", 0))
+            if (is_cast & ours).any():
+                row_of[is_cast & ours] = len(rows)
+                rows.append(Row(f"{prefix}casts", 0))
+            if (is_collective & ours).any():
+                row_of[is_collective & ours] = len(rows)
+                rows.append(Row(f"{prefix}collectives", 0))
         self.rows = rows
         self.color = _colors(kind, _Codes(events["kernel"].to_numpy()), names)
         drawn = np.flatnonzero(row_of >= 0)
@@ -328,14 +334,24 @@ def _in_window_count(lvl: Level, t0: float, t1: float) -> int:
 
 
 def _counters(events: pd.DataFrame, kind: _Codes) -> list[Counter]:
+    """One counter a device (of several ranks' events, a ``rank`` column: a rank and device)."""
     mem = np.flatnonzero(kind.isin(("alloc", "free")))
+    codes, uniques = pd.factorize(events["device"].to_numpy()[mem])  # no device: -1
+    named = np.array([isinstance(u, str) for u in uniques] + [False], dtype=bool)
+    keep = named[codes]  # (code -1 reads the trailing False)
+    ranks = events["rank"].to_numpy()[mem].astype(np.int64) if "rank" in events.columns else None
+    key = codes.astype(np.int64) if ranks is None else ranks * (len(uniques) + 1) + codes
+    groups = []
+    for k in np.unique(key[keep]).tolist():
+        code = k if ranks is None else k % (len(uniques) + 1)
+        label = str(uniques[code]) if ranks is None else f"rank {k // (len(uniques) + 1)} · {uniques[code]}"
+        groups.append(((label if ranks is None else (k // (len(uniques) + 1), str(uniques[code]))), label, k))
     out = []
-    device = events["device"].to_numpy()[mem]
-    for dev in sorted({d for d in device if isinstance(d, str)}):
-        idx = mem[device == dev]
+    for _, label, k in sorted(groups, key=lambda g: g[0]):
+        idx = mem[key == k]
         out.append(
             Counter(
-                dev,
+                label,
                 events["start_ns"].to_numpy()[idx].astype(np.int64),
                 events["total"].to_numpy()[idx].astype(np.int64),
                 idx.astype(np.int64),

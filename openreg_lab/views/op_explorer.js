@@ -24,6 +24,18 @@ function control(tag, cls, css) {
   return e;
 }
 
+// Several ranks (the merged report): a rank column and a filter; rows carry `rank`.
+function rankFilter(ranks) {
+  const sel = control("select", "openreg-op-rank", "font:inherit");
+  for (const r of ["", ...ranks]) {
+    const o = document.createElement("option");
+    o.value = String(r);
+    o.textContent = r === "" ? "every rank" : `rank ${r}`;
+    sel.appendChild(o);
+  }
+  return sel;
+}
+
 function toolbar(kernels) {
   const bar = control("div", "openreg-op-bar", "display:flex;gap:8px;align-items:center;margin:4px 0");
   const filter = control("input", "openreg-op-filter", "font:inherit;padding:1px 4px;width:220px");
@@ -44,7 +56,10 @@ function toolbar(kernels) {
 function visible(rows, state) {
   const needle = state.filter.toLowerCase();
   const out = rows.filter(
-    (r) => (!needle || r.name.toLowerCase().includes(needle)) && (!state.kernel || r[state.kernel] > 0),
+    (r) =>
+      (!needle || r.name.toLowerCase().includes(needle)) &&
+      (!state.kernel || r[state.kernel] > 0) &&
+      (state.rank === "" || String(r.rank) === state.rank),
   );
   const [key, desc] = state.sort;
   out.sort((a, b) => {
@@ -58,7 +73,7 @@ function visible(rows, state) {
 
 function header(table, state, redraw) {
   const tr = document.createElement("tr");
-  for (const [key, label] of COLUMNS) {
+  for (const [key, label] of state.columns) {
     const th = control("th", "", CELL + ";background:#f4f5f7;cursor:pointer;border-bottom:1px solid #ccc");
     th.dataset.key = key;
     const mark = state.sort[0] === key ? (state.sort[1] ? " ▼" : " ▲") : "";
@@ -80,7 +95,7 @@ function body(table, rows, state, colors, pick) {
     tr.dataset.name = r.name;
     tr.style.cursor = "pointer";
     if (state.picked === r) tr.style.background = "#e7f0fa";
-    for (const [key, , fmt] of COLUMNS) {
+    for (const [key, , fmt] of state.columns) {
       const td = control("td", "", CELL);
       td.textContent = fmt === "int" ? r[key].toLocaleString() : fmt === "text" ? String(r[key]) : r.text[key];
       if (key === "kernel" && colors[r.kernel]) td.style.borderLeft = `4px solid ${colors[r.kernel]}`;
@@ -93,8 +108,18 @@ function body(table, rows, state, colors, pick) {
 
 export function mountOpExplorer(el, data, timeline) {
   el.textContent = "";
-  const state = { filter: "", kernel: "", sort: ["total_ns", true], picked: null };
+  const ranks = data.ranks || null;
+  const columns = ranks ? [["rank", "rank", "int"], ...COLUMNS] : COLUMNS;
+  const state = { filter: "", kernel: "", rank: "", sort: ["total_ns", true], picked: null, columns };
   const tools = toolbar(data.kernels);
+  if (ranks) {
+    const sel = rankFilter(ranks);
+    tools.bar.insertBefore(sel, tools.count);
+    sel.addEventListener("change", () => {
+      state.rank = sel.value;
+      redraw();
+    });
+  }
   const wrap = control("div", "", "display:flex;gap:10px;align-items:flex-start");
   const table = control("table", "openreg-op-table", "border-collapse:collapse;font:12px system-ui,sans-serif;flex:0 1 auto");
   const details = control("div", "openreg-op-details", "flex:1 1 38%;max-height:460px;overflow:auto;font:12px system-ui,sans-serif");

@@ -2,17 +2,19 @@
 
 ::
 
-    traces = [openreg_lab.load_trace(f"run.rank{r}.trace") for r in range(2)]
-    view = openreg_lab.views.ranks(traces)
+    view = openreg_lab.views.ranks(["run.rank0.trace", "run.rank1.trace"])  # paths or Traces
+    view.verdict        # who the others waited for, how long and why (recording.ranks.JobVerdict)
+    view.causes         # per collective: the late rank's ops that took longer than on the others
     view.table          # one row per collective and rank (recording.distributed.merge_ranks)
     view.collectives()  # one row per collective: bytes, slowest rank, who arrived last and how late
-    view                # an SVG timeline (one lane per rank, collectives lined up) and the table
+    view.to_html("job.html")  # the merged report (views.ranks_report)
+    view                # the verdict, an SVG timeline (one lane per rank) and the tables
 
-The view is static HTML (no kernel needed): every rank's timeline on one time axis (the span of the
-collectives), its top-level ops and backward nodes in a thin row above its collectives, each
-collective drawn from issue to completion, with the time that rank spent blocked in ``wait()`` (up
-to the completion) in a lighter shade beneath; hovering a collective names it, its bytes and how
-late that rank arrived.
+The traces must be the ranks of one job (``distributed.check_one_job``: one line says what
+differs otherwise); ranks are labelled by the rank each trace recorded. The static view needs no
+kernel: every rank's timeline on one time axis (the span of the collectives), its top-level ops
+and backward nodes in a thin row above its collectives, each collective drawn from issue to
+completion, with the time that rank spent blocked in ``wait()`` in a lighter shade beneath.
 """
 
 from __future__ import annotations
@@ -25,20 +27,57 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from openreg_lab import theme
-from openreg_lab.recording.distributed import merge_ranks
+from openreg_lab.recording import ranks as _ranks
+from openreg_lab.recording.distributed import check_one_job, merge_ranks
+from openreg_lab.recording.session import Trace, load_trace
+from openreg_lab.views.ranks_report import verdict_html, write_ranks_report
 
 if TYPE_CHECKING:
-    from openreg_lab.recording.session import Trace
+    from openreg_lab.recording.ranks import JobVerdict
 
 _WIDTH, _LANE, _LEFT = 900, 34, 70
+#: The columns of ``RanksView.collectives()``.
+COLLECTIVE_COLUMNS = [
+    "key", "name", "group", "issued_by", "issued_in", "bytes", "ranks", "start_ns", "dur_ns", "last_rank",
+    "late_ns", "gbytes_per_s",
+]  # fmt: skip
 
 
 class RanksView:
-    """The merged collectives of several ranks (``table``) and their static HTML view."""
+    """The ranks of one job merged: the job's verdict, the collectives lined up (``table``), the
+    straggler causes, every rank's events on one clock; static HTML and the merged report."""
 
-    def __init__(self, traces: Sequence[Trace]) -> None:
-        self.table = merge_ranks(traces)
-        self.activity = _activity(traces, self.table)
+    def __init__(self, traces: Sequence[Trace | str | os.PathLike[str]], notes: Sequence[str] = ()) -> None:
+        """``notes``: sentences the verdict adds (e.g. a rank that failed before saving its trace)."""
+        if isinstance(traces, (str, os.PathLike, Trace)):
+            traces = [traces]
+        if not traces:
+            raise ValueError("views.ranks needs the traces of a job's ranks: paths or Trace objects")
+        loaded, names = [], []
+        for i, t in enumerate(traces):
+            if isinstance(t, Trace):
+                loaded.append(t)
+                names.append(
+                    f"trace {i} (rank {t.job.rank})" if t.job and t.job.rank is not None else f"trace {i}"
+                )
+            elif isinstance(t, (str, os.PathLike)):
+                loaded.append(load_trace(t))
+                names.append(os.fspath(t))
+            else:
+                raise TypeError(
+                    f"views.ranks takes paths of trace files or Trace objects, got {type(t).__name__}"
+                )
+        check_one_job(loaded, names)
+        order = sorted(range(len(loaded)), key=lambda i: loaded[i].job.rank)  # type: ignore[union-attr]
+        self.traces = [loaded[i] for i in order]
+        self.names = [names[i] for i in order]
+        self.ranks = [int(t.job.rank) for t in self.traces]  # type: ignore[union-attr]
+        self.table = merge_ranks(self.traces)
+        self.events = _ranks.merged_events(self.traces, self.ranks)
+        self.causes = _ranks.causes(self.traces, self.table)
+        self.verdict: JobVerdict = _ranks.job_verdict(self.traces, self.table, self.events, self.causes)
+        self.verdict.notes.extend(str(n) for n in notes)
+        self.activity = _activity(self.traces, self.table)
 
     def collectives(self) -> pd.DataFrame:
         """One row per collective across ranks (a send and its recv are one, ``send/recv``): name,
@@ -46,15 +85,14 @@ class RanksView:
         rank's duration, the last rank to arrive and how late (``late_ns``), the bandwidth."""
         t = self.table
         if t.empty:
-            return pd.DataFrame(
-                columns=["key", "name", "group", "bytes", "ranks", "start_ns", "dur_ns", "last_rank",
-                         "late_ns", "gbytes_per_s"]
-            )  # fmt: skip
+            return pd.DataFrame(columns=COLLECTIVE_COLUMNS)
         g = t.groupby("key", sort=False)
         out = pd.DataFrame(
             {
                 "name": g["name"].agg(lambda names: "/".join(sorted(set(names), reverse=True))),
                 "group": g["group"].first(),
+                "issued_by": g["issued_by"].first(),
+                "issued_in": g["issued_in"].first(),
                 "bytes": g["bytes"].max(),
                 "ranks": g["global_rank"].nunique(),
                 "start_ns": g["start_ns"].min(),
@@ -65,31 +103,32 @@ class RanksView:
         last = t.loc[t["last"], ["key", "global_rank"]].rename(columns={"global_rank": "last_rank"})
         out = out.merge(last.drop_duplicates("key"), on="key", how="left")
         out["gbytes_per_s"] = out["bytes"] / out["dur_ns"].where(out["dur_ns"] > 0)
-        cols = ["key", "name", "group", "bytes", "ranks", "start_ns", "dur_ns", "last_rank", "late_ns",
-                "gbytes_per_s"]  # fmt: skip
-        return out.sort_values("start_ns").reset_index(drop=True)[cols]
+        return out.sort_values("start_ns").reset_index(drop=True)[COLLECTIVE_COLUMNS]
 
     # -- display -------------------------------------------------------------
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         return {"text/html": self.html(), "text/plain": repr(self)}
 
     def __repr__(self) -> str:
-        ranks = self.table["global_rank"].nunique() if len(self.table) else 0
         n = self.table["key"].nunique() if len(self.table) else 0
-        return f"<RanksView: {ranks} ranks, {n} collectives>"
+        return f"<RanksView: {len(self.ranks)} ranks, {n} collectives>"
 
     def html(self) -> str:
-        """The timeline (SVG) and the per-collective table, as one HTML fragment."""
-        return f'<div style="font-family:{theme.FONT}">{self._svg()}{self._table_html()}</div>'
-
-    def to_html(self, path: str | os.PathLike[str], title: str = "openreg-lab: ranks") -> None:
-        """Write the view as one offline HTML file."""
-        page = (
-            f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"</head><body><h2>{html.escape(title)}</h2>{self.html()}</body></html>"
+        """The job's verdict, the timeline (SVG) and the per-collective table, as one HTML fragment
+        that reads with no kernel and no JavaScript."""
+        return (
+            f'<div style="font-family:{theme.FONT}">{verdict_html(self)}{self._svg()}'
+            f"{self._table_html()}</div>"
         )
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(page)
+
+    def to_html(
+        self,
+        path: str | os.PathLike[str],
+        title: str = "openreg-lab: ranks",
+        run_info: dict[str, str] | None = None,
+    ) -> None:
+        """Write the merged report (``views.ranks_report``) as one offline HTML file."""
+        write_ranks_report(self, os.fspath(path), title=title, run_info=run_info)
 
     def _svg(self) -> str:
         t = self.table
@@ -164,9 +203,10 @@ class RanksView:
         return f'<table class="ranks"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
-def ranks(traces: Sequence[Trace]) -> RanksView:
-    """The collectives of one trace per rank, lined up on one clock (see the module doc)."""
-    return RanksView(traces)
+def ranks(traces: Sequence[Trace | str | os.PathLike[str]], notes: Sequence[str] = ()) -> RanksView:
+    """The traces (paths or ``Trace`` objects) of one job's ranks, merged (see the module doc);
+    ``notes``: sentences the verdict adds."""
+    return RanksView(traces, notes)
 
 
 def _activity(traces: Sequence[Trace], table: pd.DataFrame) -> pd.DataFrame:

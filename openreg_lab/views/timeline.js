@@ -322,6 +322,45 @@ function drawMarks(ctx, v, h, model) {
   }
 }
 
+// Several ranks (the merged report): a rule above each rank's lane group, and each collective drawn
+// across the ranks at its completion, from the first rank's collectives lane to the last's, with a
+// dot on the lane of the rank the others waited for. `links` is absent for one trace.
+function drawRankLinks(ctx, v, h, model) {
+  const links = model.get("links");
+  if (!links) return;
+  const rows = model.get("rows");
+  let group = null;
+  rows.forEach((r, i) => {
+    const g = r.lane.split(" · ")[0];
+    if (g !== group && r.depth === 0) {
+      group = g;
+      ctx.fillStyle = "#5c677d";
+      ctx.fillRect(0, RULER_H + i * ROW_H, v.width, 2);
+    }
+  });
+  const color = model.get("link_color") || "#6d597a";
+  for (const l of links) {
+    const px = v.x(l.t);
+    if (px < GUTTER || px > v.width || !l.rows.length) continue;
+    const ya = RULER_H + Math.min(...l.rows) * ROW_H + 2;
+    const yb = RULER_H + Math.max(...l.rows) * ROW_H + ROW_H - 2;
+    ctx.strokeStyle = color;
+    ctx.globalAlpha = 0.55;
+    ctx.beginPath();
+    ctx.moveTo(px, ya);
+    ctx.lineTo(px, yb);
+    ctx.stroke();
+    ctx.globalAlpha = 1;
+    if (l.late >= 0) {
+      const lx = Math.max(v.x(l.arrived), GUTTER);
+      ctx.fillStyle = color;
+      ctx.beginPath();
+      ctx.arc(lx, RULER_H + l.late * ROW_H + ROW_H / 2, 3, 0, 2 * Math.PI);
+      ctx.fill();
+    }
+  }
+}
+
 // What the status line says: how many items are in view and whether they stand for more slices.
 function showStatus(status, v, p) {
   let shown = 0;
@@ -399,6 +438,7 @@ function render({ model, el }) {
     drawSlices(ctx, v, payload, model);
     drawCounters(ctx, v, payload, model);
     drawMarks(ctx, v, h, model);
+    drawRankLinks(ctx, v, h, model);
     showStatus(status, v, payload);
   }
 

@@ -1,0 +1,73 @@
+"""The merged report of a job's ranks (views.ranks_report) opened from disk in headless Chromium:
+no page error, a lane group per rank, the straggler named with its op, the rank filter working."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import SCREENSHOTS
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from distributed_pool import RankPool
+
+
+@pytest.fixture(scope="module")
+def job_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path, str]]:
+    """Two ranks (rank 1 runs 40 more matrix products before the second all_reduce) and their report."""
+    import openreg_lab
+
+    folder = tmp_path_factory.mktemp("ranks")
+    pool = RankPool(2)
+    try:
+        results = pool.run("straggler", str(folder), 40)
+    finally:
+        pool.close()
+    assert pool.alive() == [], "rank processes outlived the pool"
+    view = openreg_lab.views.ranks([str(folder / f"s{r}.trace") for r in (0, 1)])
+    path = folder / "job.html"
+    view.to_html(path)
+    yield view, path, results[1]["source"]
+
+
+def test_the_merged_report_names_the_straggler(browser: Any, job_report: tuple[Any, Path, str]) -> None:
+    view, path, line = job_report
+    page = browser.new_page(viewport={"width": 1300, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.route("http*://**", lambda route: (errors.append(f"network: {route.request.url}"), route.abort()))
+    page.goto(path.as_uri())
+    page.locator("#timeline canvas").wait_for(timeout=20_000)
+    # The job's verdict first: whom the others waited for, and why (the op and its line).
+    headline = page.locator(".openreg-job-verdict .openreg-headline").inner_text()
+    assert headline == view.verdict.headline()
+    assert "for rank 1" in headline and f"aten::mm at {line}" in headline
+    box = page.locator(".openreg-job-verdict").bounding_box()
+    assert box is not None and box["y"] < 120
+    causes = page.locator(".openreg-causes tr").all_inner_texts()
+    assert any("aten::mm" in row and line in row for row in causes)
+    assert len(page.locator(".openreg-rank-table tr").all()) == 3  # a header and a row a rank
+    # One timeline, a lane group per rank, collectives drawn across them.
+    lanes = page.evaluate("window.openregReport.timeline.get('rows').map((r) => r.lane)")
+    groups = {lane.split(" · ")[0] for lane in lanes}
+    assert groups == {"rank 0", "rank 1"}
+    assert "rank 0 · collectives" in lanes and "rank 1 · collectives" in lanes
+    links = page.evaluate("window.openregReport.timeline.get('links')")
+    assert len(links) == 3 and all(len(link["rows"]) == 2 for link in links)
+    status = page.locator(".openreg-timeline-status")
+    assert "slices in view" in status.inner_text()
+    # The op explorer's rank filter.
+    page.locator(".openreg-op-rank").select_option("1")
+    ranks = page.locator(".openreg-op-row td:first-child").all_inner_texts()
+    assert ranks and set(ranks) == {"1"}
+    assert page.locator(".openreg-op-row", has_text="aten::mm").count() == 1
+    page.locator(".openreg-op-rank").select_option("0")
+    assert page.locator(".openreg-op-row", has_text="aten::mm").count() == 0  # rank 0 ran none
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "ranks-report.png"), full_page=True)
+    page.close()
+    assert errors == []
