@@ -37,6 +37,7 @@ from openreg_lab import _C
 from openreg_lab.device import _compile
 from openreg_lab.recording import analysis, chrome, distributed, files, steps
 from openreg_lab.recording import events as _events
+from openreg_lab.recording import host as _host
 from openreg_lab.recording import verdict as _verdict
 
 if TYPE_CHECKING:
@@ -138,6 +139,9 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
     t._t0 = saved.t0
     t._skipped = saved.skipped
     t.profile = saved.profile
+    t.host_sampling = saved.samples is not None
+    t._samples = saved.samples
+    t._step_sources = saved.step_sources or []
     return t
 
 
@@ -148,6 +152,7 @@ def trace(
     capacity: int = DEFAULT_CAPACITY,
     ops: Literal["all", "kernels"] = "all",
     steps: range | str | None = None,
+    host: bool = True,
 ) -> Trace:
     """Record the openreg backend's events while a ``with`` block runs.
 
@@ -173,12 +178,16 @@ def trace(
             ``openreg_lab.step()`` (``openreg_lab.recording.steps``). What was not recorded is
             said by ``Trace.skipped``, the report and ``openreg-lab run``; a block that ends
             before the first chosen step records nothing and warns.
+        host: also sample the Python the traced threads run, each millisecond (Note [Host samples]
+            in ``recording/host.py``): ``Trace.host()`` and ``Trace.host_events``, the Python lane of
+            the timeline, and the host Python and waiting the verdict splits the wall time into.
+            ``host=False`` records no host samples.
 
     Traces may nest and may be opened from several threads at once: each sees every event
     recorded while it is open, on any thread. While an ``ops="all"`` trace is open, every
     open trace records all ops.
     """
-    return Trace(record_shapes=record_shapes, stack=stack, capacity=capacity, ops=ops, steps=steps)
+    return Trace(record_shapes=record_shapes, stack=stack, capacity=capacity, ops=ops, steps=steps, host=host)
 
 
 _strings: list[str] = []  # every string the recorder interned so far, by id
@@ -249,6 +258,7 @@ class Trace:
         dropped: int = 0,
         ops: str = "all",
         steps: range | str | None = None,
+        host: bool = False,
     ) -> None:
         if ops not in files.OPS:
             raise ValueError(
@@ -270,6 +280,14 @@ class Trace:
         self._schedule: dict[str, int] = {}  # trace(steps=...): times and step counts, for `skipped`
         self._skipped: str | None = None
         self.profile: str | None = None  # the coverage profile active when recording began
+        if not isinstance(host, bool):
+            raise TypeError(f"trace(host=...) is True (sample the host's Python) or False, got {host!r}")
+        self.host_sampling = host
+        self._sampler: _host.Sampler | None = None
+        self._samples: _host.Samples | None = None
+        self._opener = 0  # the OS thread that opened the recording (its Python is sampled too)
+        self._step_sources: list[int] = []  # per step: what ended it (steps.watch)
+        self._host_slices: pd.DataFrame | None = None
 
     # -- recording ---------------------------------------------------------
     def __enter__(self) -> Trace:
@@ -287,11 +305,18 @@ class Trace:
 
     def _open(self) -> None:
         self.profile = _C.profile_name()
-        self._t0 = time.monotonic_ns()
+        # Registering the compile hooks imports parts of torch._dynamo the first time (seconds):
+        # the tracer's own start-up, before the trace's clock starts.
         _compile.register_if_dynamo_loaded()  # so that compilations inside are recorded
+        if self.host_sampling:
+            self._opener = threading.get_native_id()
+            self._sampler = _host.Sampler()
+            self._sampler.start()
+        self._t0 = time.monotonic_ns()
         self._session = _C._trace_open(
             self.capacity, self.record_shapes, self.stack, _skip_prefixes(), self.ops == "kernels"
         )
+        steps.watch(self._step_sources)
         if self._schedule:
             self._schedule["opened_ns"] = self._t0
 
@@ -324,6 +349,13 @@ class Trace:
     def _close(self) -> None:
         raw = _C._trace_close(self._session)
         self._session = None
+        steps.unwatch(self._step_sources)
+        self._step_sources[:] = steps.sources(self._step_sources)
+        if self._sampler is not None:
+            # Only the threads that recorded events, and the one that opened the trace, are kept.
+            traced = {int(t["os_thread"]) for t in raw["threads"]} | {self._opener}
+            self._samples = self._sampler.stop().keep_threads(traced, since=self._t0)
+            self._sampler = None
         if raw.get("inherited"):
             warnings.warn(
                 "this trace was open when the process forked: the parent process records its events, "
@@ -393,6 +425,10 @@ class Trace:
         if session is not None:
             self._session = None
             _C._trace_close(session)
+            sampler = getattr(self, "_sampler", None)
+            if sampler is not None:
+                self._sampler = None
+                sampler.stop()
             warnings.warn(
                 "an openreg trace was collected while still recording: it is now closed. Use "
                 "`with openreg_lab.trace() as t:` so that it ends with its block",
@@ -469,14 +505,53 @@ class Trace:
             op_events=self.ops,
             profile=self.profile,
             skipped=self.skipped,
+            samples=self._samples,
+            t0=self._t0,
+            host_sampling=self.host_sampling,
+            step_sources=self._step_sources,
+            thread_index=self._thread_index(),
         )
+
+    @property
+    def host_samples(self) -> _host.Samples | None:
+        """The raw host samples (``trace(host=True)``), None when the host was not sampled."""
+        return self._samples
+
+    @property
+    def host_events(self) -> pd.DataFrame:
+        """The sampled Python of the traced threads as flame slices (``host.SLICE_COLUMNS``): per
+        thread and depth, consecutive samples in one function merged into one slice with its
+        function, file, first line, start, duration and the time it waited; empty with
+        ``trace(host=False)``. The dashboard and the report draw them under each thread."""
+        if self._host_slices is None:
+            if self._samples is None:
+                self._host_slices = pd.DataFrame(columns=_host.SLICE_COLUMNS)
+            else:
+                self._host_slices = _host.slices(self._samples, self._t0, self._thread_index())
+        return self._host_slices
+
+    def host(self) -> pd.DataFrame:
+        """The sampled Python per training step, function and thread (``host.HOST_COLUMNS``):
+        samples, time as the innermost frame (``self_ns``), on the stack (``total_ns``) and
+        waiting off the CPU (``wait_ns``), by total time in each step (step -1: no step ended)."""
+        if self._samples is None:
+            return pd.DataFrame(columns=_host.HOST_COLUMNS)
+        return _host.per_function(self._samples, self._t0, steps.table(self.events), self._thread_index())
+
+    @property
+    def step_sources(self) -> list[int]:
+        """Per training step, what ended it: 0 ``openreg_lab.step()``, 1, 2, ... each optimizer."""
+        return list(self._step_sources)
+
+    def _thread_index(self) -> dict[int, int]:
+        return {int(os_id): int(i) for i, os_id in self.columns.threads.items()}
 
     def steps(self) -> pd.DataFrame:
         """One row a training step: duration, op calls, fallbacks, copies, casts, peak memory.
 
-        Steps end at each ``optimizer.step()`` and ``openreg_lab.step()``; the first (first-sight
-        table reads, allocator warm-up) is row 0, apart from the steady state after it. Empty
-        when no step ended in the trace."""
+        Steps end at each ``optimizer.step()`` and ``openreg_lab.step()``; the first is row 0,
+        apart from the steady state after it (the verdict says where its time went). Empty when
+        no step ended in the trace."""
         return steps.table(self.events)
 
     @property
@@ -514,6 +589,8 @@ class Trace:
             ops=self.ops,
             skipped=self._skipped,
             profile=self.profile,
+            samples=self._samples,
+            step_sources=self._step_sources,
         )
 
     def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:

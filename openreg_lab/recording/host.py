@@ -1,0 +1,466 @@
+"""Host time: the Python the traced threads run between and around device ops, sampled.
+
+While a trace is open (``trace(host=True)``, the default), a daemon thread samples every Python
+thread's stack each millisecond and reads how long the thread ran on a CPU since the last sample
+(Note [Host samples]). ``Samples`` is what a trace keeps and saves; ``intervals``, ``slices`` and
+``per_function`` turn it into tables (the timeline's Python lane, ``Trace.host()``, the verdict).
+"""
+
+from __future__ import annotations
+
+import dis
+import os
+import sys
+import sysconfig
+import threading
+import time
+from dataclasses import dataclass, field
+from types import CodeType, FrameType
+
+import numpy as np
+import pandas as pd
+
+#: Time between two samples of the sampler, in ns.
+INTERVAL_NS = 1_000_000
+
+#: The columns of ``slices``: one flame slice a row (consecutive samples in one function merged).
+SLICE_COLUMNS = [
+    "thread", "os_thread", "depth", "function", "file", "line", "start_ns", "dur_ns", "wait_ns", "parent",
+]  # fmt: skip
+#: The columns of ``per_function`` (``Trace.host()``).
+HOST_COLUMNS = [
+    "step", "function", "file", "line", "thread", "samples", "self_ns", "total_ns", "wait_ns",
+]  # fmt: skip
+
+# Note [Host samples]
+# A sampling thread, not a tracing hook: its cost is bounded by the interval whatever the script
+# does (a profile hook such as pyinstrument's or torch.profiler's Python tracer runs on every call,
+# which in a training step of small ops is tens of thousands of calls; benchmarks/bench_trace.py
+# measures them side by side). Each sample takes the GIL once, reads sys._current_frames() and walks
+# each thread's frames into a prefix tree of (code, instruction) nodes; a thread whose top frame is
+# the one of the last sample at the same instruction has the same stack, and is not walked again.
+# No frame is kept between samples (a kept frame would keep its locals, tensors included, alive).
+# Lines, qualified names and the callee of a waiting line are read once per node when the trace
+# ends. Beside the stack, the sampler reads the thread's schedstat (time on a CPU, time waiting in
+# the run queue): the time between two samples that the thread spent neither running nor runnable
+# is time it waited (a sleep, a lock, I/O, a queue), measured by the kernel, not guessed from names.
+# Where /proc has no schedstat, the thread's CPU clock stands in and run-queue time counts as waiting.
+
+
+@dataclass
+class Samples:
+    """The samples of one trace: per sample its time (monotonic ns), OS thread id, stack node, and the
+    thread's cumulative ns on a CPU and in the run queue; per node its parent node (-1: a root), function,
+    file and first line (indices into ``strings``, whose entry 0 is ``""``), the line it was running and
+    the callee named at that line (``"time.sleep"``; 0 when unknown)."""
+
+    time: np.ndarray
+    thread: np.ndarray
+    node: np.ndarray
+    cpu: np.ndarray
+    queue: np.ndarray
+    parent: np.ndarray
+    function: np.ndarray
+    file: np.ndarray
+    first_line: np.ndarray
+    line: np.ndarray
+    callee: np.ndarray
+    strings: list[str] = field(default_factory=lambda: [""])
+    interval_ns: int = INTERVAL_NS
+
+    SAMPLE_FIELDS = ("time", "thread", "node", "cpu", "queue")
+    NODE_FIELDS = ("parent", "function", "file", "first_line", "line", "callee")
+
+    def __len__(self) -> int:
+        return len(self.time)
+
+    @classmethod
+    def empty(cls) -> Samples:
+        z = np.zeros(0, dtype=np.int64)
+        return cls(*(z.copy() for _ in range(11)))
+
+    def keep_threads(self, os_threads: set[int], since: int = 0) -> Samples:
+        """Only the samples of these OS threads taken at ``since`` or later (the nodes stay)."""
+        keep = np.isin(self.thread, np.fromiter(os_threads, dtype=np.int64, count=len(os_threads)))
+        keep &= self.time >= since
+        s = {f: getattr(self, f)[keep] for f in self.SAMPLE_FIELDS}
+        n = {f: getattr(self, f) for f in self.NODE_FIELDS}
+        return Samples(**s, **n, strings=self.strings, interval_ns=self.interval_ns)
+
+
+class Sampler:
+    """Samples every Python thread but its own until ``stop()`` (Note [Host samples])."""
+
+    def __init__(self, interval_ns: int = INTERVAL_NS) -> None:
+        self.interval_ns = interval_ns
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._rows: list[tuple[int, int, int, int, int]] = []
+        self._nodes: dict[tuple[int, int, int], int] = {}
+        self._node_list: list[tuple[int, CodeType, int]] = []
+        self._last: dict[int, tuple[int, int, int]] = {}  # ident -> (id(top frame), lasti, node)
+        self._stat: dict[
+            int, tuple[str, int | None]
+        ] = {}  # OS thread id -> ("fd", schedstat) or ("clock", id)
+        self._pid = os.getpid()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="openreg-lab host sampler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> Samples:
+        """Stop sampling (one last sample first) and return the samples."""
+        self._stopping = True
+        if self._thread is not None and os.getpid() == self._pid:
+            self._thread.join()
+        for kind, fd in self._stat.values():
+            if kind == "fd":
+                os.close(fd)
+        self._stat.clear()
+        return self._samples()
+
+    def _run(self) -> None:
+        me = threading.get_ident()
+        wait = self.interval_ns / 1e9
+        while True:
+            # time.sleep, not an Event: waking takes the GIL once (an Event's wait takes it several
+            # times, each up to the switch interval while another thread runs Python).
+            time.sleep(wait)
+            stopping = self._stopping
+            self._sample(me)
+            if stopping:
+                return
+
+    def _sample(self, me: int) -> None:
+        now = time.monotonic_ns()
+        frames = sys._current_frames()
+        active = threading._active  # type: ignore[attr-defined]  # ident -> Thread, read-only here
+        for ident, f in frames.items():
+            if ident == me:
+                continue
+            t = active.get(ident)
+            tid = getattr(t, "native_id", None)
+            if tid is None:
+                continue  # a thread threading does not know: no OS id to put it on a lane
+            lasti = f.f_lasti
+            last = self._last.get(ident)
+            if last is not None and last[0] == id(f) and last[1] == lasti:
+                node = last[2]
+            else:
+                node = self._node_of(f)
+                self._last[ident] = (id(f), lasti, node)
+            cpu, queue = self._schedstat(tid)
+            self._rows.append((now, tid, node, cpu, queue))
+        del frames
+
+    def _node_of(self, f: FrameType | None) -> int:
+        chain = []
+        while f is not None:
+            chain.append((f.f_code, f.f_lasti))
+            f = f.f_back
+        node = -1
+        nodes = self._nodes
+        for code, lasti in reversed(chain):
+            key = (node, id(code), lasti)
+            n = nodes.get(key)
+            if n is None:
+                n = len(self._node_list)
+                nodes[key] = n
+                self._node_list.append((node, code, lasti))  # keeps the code (and its id) alive
+            node = n
+        return node
+
+    def _schedstat(self, tid: int) -> tuple[int, int]:
+        h = self._stat.get(tid)
+        if h is None:
+            try:
+                h = ("fd", os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY))
+            except OSError:
+                h = ("clock", _clock_of(tid))
+            self._stat[tid] = h
+        try:
+            if h[0] == "fd":
+                cpu, queue, _ = os.pread(h[1], 64, 0).split()
+                return int(cpu), int(queue)
+            if h[1] is not None:
+                return time.clock_gettime_ns(h[1]), 0
+        except (OSError, ValueError):
+            pass
+        return -1, -1  # the thread ended, or no clock: its time counts as running
+
+    def _samples(self) -> Samples:
+        rows = np.array(self._rows, dtype=np.int64).reshape(-1, 5)
+        strings: dict[str, int] = {"": 0}
+
+        def s(text: str) -> int:
+            return strings.setdefault(text, len(strings))
+
+        n = len(self._node_list)
+        parent = np.empty(n, dtype=np.int64)
+        function, file, first_line, line, callee = (np.zeros(n, dtype=np.int64) for _ in range(5))
+        waiting = _waiting_nodes(rows)
+        lines: dict[int, list[tuple[int, int, int | None]]] = {}
+        for i, (p, code, lasti) in enumerate(self._node_list):
+            parent[i] = p
+            function[i] = s(code.co_qualname)
+            file[i] = s(code.co_filename)
+            first_line[i] = code.co_firstlineno
+            line[i] = _line_at(code, lasti, lines)
+            if i in waiting:
+                callee[i] = s(_callee(code, lasti))
+        return Samples(
+            rows[:, 0].copy(), rows[:, 1].copy(), rows[:, 2].copy(), rows[:, 3].copy(), rows[:, 4].copy(),
+            parent, function, file, first_line, line, callee, list(strings), self.interval_ns,
+        )  # fmt: skip
+
+
+def _clock_of(tid: int) -> int | None:
+    ident = next((i for i, t in threading._active.items() if t.native_id == tid), None)  # type: ignore[attr-defined]
+    try:
+        return time.pthread_getcpuclockid(ident) if ident is not None else None
+    except (OSError, AttributeError):
+        return None
+
+
+def _waiting_nodes(rows: np.ndarray) -> set[int]:
+    """The nodes of samples followed by a wait (their callee is worth naming)."""
+    if not len(rows):
+        return set()
+    out: set[int] = set()
+    for tid in np.unique(rows[:, 1]):
+        r = rows[rows[:, 1] == tid]
+        w = _wait(r[:, 0], r[:, 3], r[:, 4])
+        out.update(r[:-1, 2][w[:-1] > 0].tolist())
+    return out
+
+
+def _wait(t: np.ndarray, cpu: np.ndarray, queue: np.ndarray) -> np.ndarray:
+    """Per sample of one thread: the ns until its next sample that the thread neither ran nor waited
+    for a CPU (0 for the last sample, or without a clock)."""
+    out = np.zeros(len(t), dtype=np.int64)
+    if len(t) < 2:
+        return out
+    wall = np.diff(t)
+    busy = np.diff(cpu) + np.diff(queue)
+    known = (cpu[:-1] >= 0) & (cpu[1:] >= 0)
+    out[:-1] = np.where(known, np.clip(wall - busy, 0, wall), 0)
+    return out
+
+
+def _line_at(code: CodeType, lasti: int, cache: dict[int, list[tuple[int, int, int | None]]]) -> int:
+    ranges = cache.get(id(code))
+    if ranges is None:
+        ranges = cache[id(code)] = list(code.co_lines())
+    for start, end, line in ranges:
+        if start <= lasti < end:
+            return line or code.co_firstlineno
+    return code.co_firstlineno
+
+
+def _callee(code: CodeType, lasti: int) -> str:
+    """The dotted name of what the call at ``lasti`` calls (``time.sleep``), or ``""``.
+
+    Python 3.11 starts a call by pushing NULL (``PUSH_NULL``, ``LOAD_GLOBAL (NULL + f)``) or by
+    ``LOAD_METHOD``; each ``CALL`` ends the innermost started one. The callee at ``lasti`` is the one
+    started last and not yet ended."""
+    started: list[str] = []
+    chain: list[str] = []
+    pending = False  # a PUSH_NULL waits for the load of its callable
+    for ins in dis.get_instructions(code):
+        op = ins.opname
+        if ins.offset >= lasti:
+            if op == "CALL" and ins.offset == lasti and started:
+                return started[-1]
+            break
+        if op in ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_FAST", "LOAD_DEREF"):
+            chain = [str(ins.argval)]
+            if pending or (op == "LOAD_GLOBAL" and str(ins.argrepr).startswith("NULL + ")):
+                started.append(chain[0])
+                pending = False
+        elif op == "LOAD_ATTR":
+            chain.append(str(ins.argval))
+            if started and len(chain) > 1 and started[-1] == ".".join(chain[:-1]):
+                started[-1] = ".".join(chain)
+        elif op == "LOAD_METHOD":
+            started.append(".".join([*chain, str(ins.argval)]))
+        elif op == "PUSH_NULL":
+            pending = True
+        elif op == "CALL" and started:
+            started.pop()
+    return ""
+
+
+# -- tables -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Intervals:
+    """Each sample of each thread until that thread's next sample (the last of each thread dropped):
+    arrays ``thread`` (OS id), ``start`` / ``end`` (ns from the trace's start), ``node``, ``wait``
+    (ns of it off the CPU and not runnable), sorted by thread and time."""
+
+    thread: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    node: np.ndarray
+    wait: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+def intervals(s: Samples, t0: int) -> Intervals:
+    """The sample intervals of ``s`` (see ``Intervals``), times relative to ``t0``."""
+    order = np.lexsort((s.time, s.thread))
+    th, t, node = s.thread[order], s.time[order] - t0, s.node[order]
+    cpu, queue = s.cpu[order], s.queue[order]
+    parts = []
+    for tid in np.unique(th):
+        m = np.flatnonzero(th == tid)
+        if len(m) < 2:
+            continue
+        w = _wait(t[m], cpu[m], queue[m])
+        parts.append((th[m[:-1]], t[m[:-1]], t[m[1:]], node[m[:-1]], w[:-1]))
+    if not parts:
+        z = np.zeros(0, dtype=np.int64)
+        return Intervals(z, z, z, z, z)
+    return Intervals(*(np.concatenate([p[k] for p in parts]) for k in range(5)))
+
+
+def frame_key(s: Samples) -> np.ndarray:
+    """Per node, one code for its function (function, file, first line): equal codes, same function."""
+    if not len(s.parent):
+        return np.zeros(0, dtype=np.int64)
+    stacked = np.stack([s.function, s.file, s.first_line], axis=1)
+    return np.unique(stacked, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+
+
+def paths(s: Samples) -> list[list[int]]:
+    """Per node, its nodes from the root down to itself."""
+    out: list[list[int]] = []
+    for i, p in enumerate(s.parent.tolist()):
+        out.append([*out[p], i] if p >= 0 else [i])
+    return out
+
+
+def slices(s: Samples, t0: int, thread_index: dict[int, int]) -> pd.DataFrame:
+    """The flame of each thread: per depth, consecutive samples in the same function merged into one
+    slice (``SLICE_COLUMNS``; ``thread`` is the recorder's index of the thread, -1 when it recorded no
+    event; ``parent`` the row of the enclosing slice, -1 at depth 0; ``wait_ns`` the time the
+    slice's function waited as the innermost frame)."""
+    iv = intervals(s, t0)
+    key = frame_key(s)
+    path = paths(s)
+    rows: list[list[int]] = []  # thread, depth, node, start, end, wait, parent
+    for tid in np.unique(iv.thread).tolist():
+        m = np.flatnonzero(iv.thread == tid)
+        open_: list[int] = []  # row of the open slice at each depth
+        prev = -2
+        for i in m.tolist():
+            node, a, b, w = int(iv.node[i]), int(iv.start[i]), int(iv.end[i]), int(iv.wait[i])
+            p = path[node] if node >= 0 else []
+            if node != prev:
+                keep = 0
+                while keep < len(open_) and keep < len(p) and rows[open_[keep]][2] >= 0:
+                    r = rows[open_[keep]]
+                    if key[r[2]] != key[p[keep]] or r[4] != a:
+                        break
+                    keep += 1
+                del open_[keep:]
+                for d in range(keep, len(p)):
+                    parent = open_[d - 1] if d else -1
+                    open_.append(len(rows))
+                    rows.append([tid, d, p[d], a, a, 0, parent])
+                prev = node
+            for r in open_:
+                rows[r][4] = b
+            if w and open_:
+                rows[open_[-1]][5] += w
+    if not rows:
+        return pd.DataFrame(columns=SLICE_COLUMNS)
+    arr = np.array(rows, dtype=np.int64)
+    node = arr[:, 2]
+    strings = np.array(s.strings, dtype=object)
+    return pd.DataFrame(
+        {
+            "thread": [thread_index.get(int(t), -1) for t in arr[:, 0]],
+            "os_thread": arr[:, 0],
+            "depth": arr[:, 1],
+            "function": strings[s.function[node]],
+            "file": strings[s.file[node]],
+            "line": s.first_line[node],
+            "start_ns": arr[:, 3],
+            "dur_ns": arr[:, 4] - arr[:, 3],
+            "wait_ns": arr[:, 5],
+            "parent": arr[:, 6],
+        },
+        columns=SLICE_COLUMNS,
+    )
+
+
+def step_of(times: np.ndarray, step_table: pd.DataFrame) -> np.ndarray:
+    """The step each time (ns from the trace's start) falls in (``steps.table``); -1 without steps."""
+    if step_table.empty:
+        return np.full(len(times), -1, dtype=np.int64)
+    ends = (step_table["start_ns"] + step_table["dur_ns"]).to_numpy().astype(np.int64)
+    which = np.minimum(np.searchsorted(ends, times, side="right"), len(ends) - 1)
+    return step_table["step"].to_numpy().astype(np.int64)[which]
+
+
+def per_function(s: Samples, t0: int, step_table: pd.DataFrame, thread_index: dict[int, int]) -> pd.DataFrame:
+    """``Trace.host()``: per step, function and thread, the samples, the time it was the innermost
+    frame (``self_ns``), on the stack (``total_ns``) and waited as the innermost frame (``wait_ns``);
+    by total time in each step."""
+    iv = intervals(s, t0)
+    if not len(iv):
+        return pd.DataFrame(columns=HOST_COLUMNS)
+    key = frame_key(s)
+    path = paths(s)
+    step = step_of(iv.start, step_table)
+    dur = iv.end - iv.start
+    acc: dict[tuple[int, int, int], list[int]] = {}
+    for i in range(len(iv)):
+        node = int(iv.node[i])
+        if node < 0:
+            continue
+        seen = set()
+        for d, n in enumerate(path[node]):
+            k = (int(step[i]), int(key[n]), int(iv.thread[i]))
+            if k in seen:
+                continue  # a recursive function counts its time once
+            seen.add(k)
+            a = acc.setdefault(k, [n, 0, 0, 0, 0])
+            a[3] += int(dur[i])
+            if d == len(path[node]) - 1:
+                a[1] += 1
+                a[2] += int(dur[i])
+                a[4] += int(iv.wait[i])
+    strings = np.array(s.strings, dtype=object)
+    rows = []
+    for (st, _, tid), (n, count, self_ns, total, wait) in acc.items():
+        rows.append(
+            (st, strings[s.function[n]], strings[s.file[n]], int(s.first_line[n]),
+             thread_index.get(tid, -1), count, self_ns, total, wait)
+        )  # fmt: skip
+    out = pd.DataFrame(rows, columns=HOST_COLUMNS)
+    return out.sort_values(["step", "total_ns", "self_ns"], ascending=[True, False, False], ignore_index=True)
+
+
+def library_prefixes() -> tuple[str, ...]:
+    """Files that are not the user's code: the standard library, installed packages, openreg_lab."""
+    paths_ = sysconfig.get_paths()
+    out = {os.path.dirname(os.__file__) + os.sep}
+    for k in ("stdlib", "platstdlib", "purelib", "platlib"):
+        if paths_.get(k):
+            out.add(paths_[k] + os.sep)
+    out.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
+    return tuple(sorted(out))
+
+
+def user_node(s: Samples, node: int, prefixes: tuple[str, ...], path: list[list[int]]) -> int:
+    """The innermost node of ``node``'s stack in the user's code (not a library's); else ``node``."""
+    for n in reversed(path[node]):
+        f = s.strings[int(s.file[n])]
+        if not f.startswith(prefixes) and not f.startswith("<frozen"):
+            return n
+    return node
