@@ -37,9 +37,12 @@ HOST_COLUMNS = [
 # does (a profile hook such as pyinstrument's or torch.profiler's Python tracer runs on every call,
 # which in a training step of small ops is tens of thousands of calls; benchmarks/bench_trace.py
 # measures them side by side). Each sample takes the GIL once, reads sys._current_frames() and walks
-# each thread's frames into a prefix tree of (code, instruction) nodes; a thread whose top frame is
-# the one of the last sample at the same instruction has the same stack, and is not walked again.
-# No frame is kept between samples (a kept frame would keep its locals, tensors included, alive).
+# each thread's frames into a prefix tree of (code, instruction) nodes, from the innermost frame
+# out, only until a frame of the thread's last sample at the same instruction: a frame still running
+# is the same object, and its callers have not moved. Frames are known by id() and instruction, and
+# none is kept between samples (a kept frame would keep its locals, tensors included, alive); an id
+# reused by a new frame of the same code at the same instruction could borrow the old callers, a
+# rare and bounded error we accept for walking a few frames a sample instead of fifty.
 # Lines, qualified names and the callee of a waiting line are read once per node when the trace
 # ends. Beside the stack, the sampler reads the thread's schedstat (time on a CPU, time waiting in
 # the run queue): the time between two samples that the thread spent neither running nor runnable
@@ -98,7 +101,7 @@ class Sampler:
         self._rows: list[tuple[int, int, int, int, int]] = []
         self._nodes: dict[tuple[int, int, int], int] = {}
         self._node_list: list[tuple[int, CodeType, int]] = []
-        self._last: dict[int, tuple[int, int, int]] = {}  # ident -> (id(top frame), lasti, node)
+        self._last: dict[int, tuple[list[tuple[int, int, int]], dict[tuple[int, int], int]]] = {}
         self._stat: dict[
             int, tuple[str, int | None]
         ] = {}  # OS thread id -> ("fd", schedstat) or ("clock", id)
@@ -142,32 +145,44 @@ class Sampler:
             tid = getattr(t, "native_id", None)
             if tid is None:
                 continue  # a thread threading does not know: no OS id to put it on a lane
-            lasti = f.f_lasti
-            last = self._last.get(ident)
-            if last is not None and last[0] == id(f) and last[1] == lasti:
-                node = last[2]
-            else:
-                node = self._node_of(f)
-                self._last[ident] = (id(f), lasti, node)
+            node = self._node_of(ident, f)
             cpu, queue = self._schedstat(tid)
             self._rows.append((now, tid, node, cpu, queue))
         del frames
 
-    def _node_of(self, f: FrameType | None) -> int:
-        chain = []
+    def _node_of(self, ident: int, f: FrameType) -> int:
+        """The node of ``f``'s stack, walking only the frames that changed since the thread's last
+        sample (Note [Host samples]): a frame still running is the same object, at the same
+        instruction if it has not moved, and so are its callers."""
+        prev = self._last.get(ident)
+        if prev is None:
+            prev = self._last[ident] = ([], {})
+        path, index = prev  # (id(frame), lasti, node) root first; (id(frame), lasti) -> depth
+        fresh = []
+        base = -1
         while f is not None:
-            chain.append((f.f_code, f.f_lasti))
+            key = (id(f), f.f_lasti)
+            d = index.get(key)
+            if d is not None:
+                base = d
+                break
+            fresh.append((f.f_code, key))
             f = f.f_back
-        node = -1
+        for gone in path[base + 1 :]:
+            index.pop((gone[0], gone[1]), None)
+        del path[base + 1 :]
+        node = path[-1][2] if path else -1
         nodes = self._nodes
-        for code, lasti in reversed(chain):
-            key = (node, id(code), lasti)
-            n = nodes.get(key)
+        for code, key in reversed(fresh):
+            k = (node, id(code), key[1])
+            n = nodes.get(k)
             if n is None:
                 n = len(self._node_list)
-                nodes[key] = n
-                self._node_list.append((node, code, lasti))  # keeps the code (and its id) alive
+                nodes[k] = n
+                self._node_list.append((node, code, key[1]))  # keeps the code (and its id) alive
             node = n
+            index[key] = len(path)
+            path.append((key[0], key[1], node))
         return node
 
     def _schedstat(self, tid: int) -> tuple[int, int]:
@@ -464,3 +479,33 @@ def user_node(s: Samples, node: int, prefixes: tuple[str, ...], path: list[list[
         if not f.startswith(prefixes) and not f.startswith("<frozen"):
             return n
     return node
+
+
+def with_events(events: pd.DataFrame, host_slices: pd.DataFrame | None) -> pd.DataFrame:
+    """``events`` followed by the host slices as rows of kind ``host`` (ids after the events', a
+    parent the enclosing host slice; ``name`` the function, ``source`` its ``file:line``; ``reason``
+    ``"waiting"`` for a slice whose function waited through most of it), for the timeline to draw
+    under each thread. ``events`` itself when there is no host slice."""
+    if host_slices is None or host_slices.empty:
+        return events
+    n = len(events)
+    h = host_slices
+    parent = h["parent"].to_numpy().astype(np.int64)
+    rows = pd.DataFrame(
+        {
+            "id": np.arange(n, n + len(h), dtype=np.int64),
+            "parent": np.where(parent >= 0, parent + n, -1),
+            "kind": "host",
+            "name": h["function"].to_numpy(),
+            "thread": h["thread"].to_numpy(),
+            "start_ns": h["start_ns"].to_numpy().astype(np.int64),
+            "dur_ns": h["dur_ns"].to_numpy().astype(np.int64),
+            "bytes": 0,
+            "source": [f"{f}:{line}" for f, line in zip(h["file"], h["line"], strict=True)],
+            "reason": np.where(h["wait_ns"].to_numpy() * 2 > h["dur_ns"].to_numpy(), "waiting", None),
+        }
+    )
+    for col in events.columns:
+        if col not in rows:
+            rows[col] = pd.Series([None] * len(rows), dtype=object)
+    return pd.concat([events, rows[list(events.columns)]], ignore_index=True)
