@@ -131,7 +131,8 @@ def wall_time_html(v: Verdict) -> str:
         bar = "".join(
             f"<span class='openreg-part' data-part='{html.escape(p)}' data-ns='{ns}' "
             f"title='{html.escape(p)}: {html.escape(theme.format_ns(ns))}' style='display:inline-block;"
-            f"width:{(ns / w.wall_ns if w.wall_ns else 0) * 360:.1f}px;height:10px;background:{PART_COLORS[p]}'></span>"
+            f"width:{(ns / w.wall_ns if w.wall_ns else 0) * 360:.1f}px;height:10px;"
+            f"background:{PART_COLORS[p]}'></span>"
             for p, ns in w.parts.items()
             if ns > 0
         )
