@@ -107,7 +107,8 @@ def account(
     dur = events["dur_ns"].to_numpy().astype(np.int64)
     e0 = np.where(dur < 0, end, s0 + np.maximum(dur, 0))  # still running at the end: to the end
     inside = (s0 < end) & (e0 > start)
-    is_wait = (kind == "collective") & np.array([isinstance(n, str) and n.startswith("wait ") for n in name])
+    is_wait = kind == "collective"
+    is_wait[is_wait] = [isinstance(n, str) and n.startswith("wait ") for n in name[is_wait]]
     layers: list[tuple[str, np.ndarray]] = [
         ("compilation", inside & (kind == "compile")),
         ("waiting", inside & is_wait),
