@@ -225,7 +225,7 @@ def _attribute(
             how = "data loading" if in_data else "sleep" if callee.endswith("sleep") else "wait"
             func = text[int(samples.function[leaf])]
             what = f"{callee} in {func}" if callee else func
-            where = f"{text[int(samples.file[leaf])]}:{int(samples.line[leaf])}"
+            where = _where(text[int(samples.file[leaf])], int(samples.line[leaf]))
             waits[(what, where, how)] = waits.get((what, where, how), 0) + ns
             parts["waiting"] += ns
         else:
@@ -237,9 +237,14 @@ def _attribute(
             parts["host Python"] += ns
 
 
+def _where(file: str, line: int) -> str:
+    """``file:line``; nothing for a frozen module (``<frozen runpy>``: no file to open)."""
+    return "" if file.startswith("<frozen ") else f"{file}:{line}"
+
+
 def _top_python(python: dict[tuple[str, str, int], dict[int, int]]) -> list[Named]:
     rows = []
     for (func, file, _), lines in python.items():
         hot = max(lines.items(), key=lambda x: x[1])[0]
-        rows.append(Named(func, f"{file}:{hot}", sum(lines.values())))
+        rows.append(Named(func, _where(file, hot), sum(lines.values())))
     return sorted(rows, key=lambda n: -n.ns)[:TOP]

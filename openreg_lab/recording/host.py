@@ -82,10 +82,10 @@ class Samples:
         z = np.zeros(0, dtype=np.int64)
         return cls(*(z.copy() for _ in range(11)))
 
-    def keep_threads(self, os_threads: set[int], since: int = 0) -> Samples:
-        """Only the samples of these OS threads taken at ``since`` or later (the nodes stay)."""
+    def keep_threads(self, os_threads: set[int], since: int = 0, until: int = 2**63 - 1) -> Samples:
+        """Only the samples of these OS threads taken from ``since`` to ``until`` (the nodes stay)."""
         keep = np.isin(self.thread, np.fromiter(os_threads, dtype=np.int64, count=len(os_threads)))
-        keep &= self.time >= since
+        keep &= (self.time >= since) & (self.time <= until)
         s = {f: getattr(self, f)[keep] for f in self.SAMPLE_FIELDS}
         n = {f: getattr(self, f) for f in self.NODE_FIELDS}
         return Samples(**s, **n, strings=self.strings, interval_ns=self.interval_ns)

@@ -348,13 +348,14 @@ class Trace:
 
     def _close(self) -> None:
         raw = _C._trace_close(self._session)
+        closed = time.monotonic_ns()
         self._session = None
         steps.unwatch(self._step_sources)
         self._step_sources[:] = steps.sources(self._step_sources)
         if self._sampler is not None:
             # Only the threads that recorded events, and the one that opened the trace, are kept.
             traced = {int(t["os_thread"]) for t in raw["threads"]} | {self._opener}
-            self._samples = self._sampler.stop().keep_threads(traced, since=self._t0)
+            self._samples = self._sampler.stop().keep_threads(traced, since=self._t0, until=closed)
             self._sampler = None
         if raw.get("inherited"):
             warnings.warn(
