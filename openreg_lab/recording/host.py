@@ -8,6 +8,7 @@ thread's stack each millisecond and reads how long the thread ran on a CPU since
 
 from __future__ import annotations
 
+import _thread
 import dis
 import os
 import sys
@@ -97,42 +98,40 @@ class Sampler:
     def __init__(self, interval_ns: int = INTERVAL_NS) -> None:
         self.interval_ns = interval_ns
         self._stopping = False
-        self._thread: threading.Thread | None = None
         self._rows: list[tuple[int, int, int, int, int]] = []
         self._nodes: dict[tuple[int, int, int], int] = {}
         self._node_list: list[tuple[int, CodeType, int]] = []
         self._last: dict[int, tuple[list[tuple[int, int, int]], dict[tuple[int, int], int]]] = {}
-        self._stat: dict[
-            int, tuple[str, int | None]
-        ] = {}  # OS thread id -> ("fd", schedstat) or ("clock", id)
-        self._pid = os.getpid()
+        # OS thread id -> ("fd", its schedstat file) or ("clock", its CPU clock id)
+        self._stat: dict[int, tuple[str, int | None]] = {}
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="openreg-lab host sampler", daemon=True)
-        self._thread.start()
+        # A bare thread: threading.Thread.start() would wait for it to run, and stop() does not
+        # join it either (Note [Host samples]): a trace around one step must not pay a scheduling
+        # round trip twice.
+        _thread.start_new_thread(self._run, ())
 
     def stop(self) -> Samples:
-        """Stop sampling (one last sample first) and return the samples."""
+        """Stop sampling and return the samples taken so far (the thread ends at its next wake-up)."""
         self._stopping = True
-        if self._thread is not None and os.getpid() == self._pid:
-            self._thread.join()
-        for kind, fd in self._stat.values():
-            if kind == "fd":
-                os.close(fd)
-        self._stat.clear()
-        return self._samples()
+        rows = list(self._rows)  # the rows first: a node of a row is in the node list by then
+        nodes = list(self._node_list)
+        return _samples(rows, nodes, self.interval_ns)
 
     def _run(self) -> None:
         me = threading.get_ident()
         wait = self.interval_ns / 1e9
-        while True:
-            # time.sleep, not an Event: waking takes the GIL once (an Event's wait takes it several
-            # times, each up to the switch interval while another thread runs Python).
-            time.sleep(wait)
-            stopping = self._stopping
-            self._sample(me)
-            if stopping:
-                return
+        try:
+            while not self._stopping:
+                # time.sleep, not an Event: waking takes the GIL once (an Event's wait takes it
+                # several times, each up to the switch interval while another thread runs Python).
+                time.sleep(wait)
+                if not self._stopping:
+                    self._sample(me)
+        finally:
+            for kind, fd in self._stat.values():
+                if kind == "fd" and fd is not None:
+                    os.close(fd)
 
     def _sample(self, me: int) -> None:
         now = time.monotonic_ns()
@@ -203,30 +202,34 @@ class Sampler:
             pass
         return -1, -1  # the thread ended, or no clock: its time counts as running
 
-    def _samples(self) -> Samples:
-        rows = np.array(self._rows, dtype=np.int64).reshape(-1, 5)
-        strings: dict[str, int] = {"": 0}
 
-        def s(text: str) -> int:
-            return strings.setdefault(text, len(strings))
+def _samples(
+    rows_: list[tuple[int, int, int, int, int]], node_list: list[tuple[int, CodeType, int]], interval_ns: int
+) -> Samples:
+    """The ``Samples`` of a sampler's rows and nodes: names and lines read once per node."""
+    rows = np.array(rows_, dtype=np.int64).reshape(-1, 5)
+    strings: dict[str, int] = {"": 0}
 
-        n = len(self._node_list)
-        parent = np.empty(n, dtype=np.int64)
-        function, file, first_line, line, callee = (np.zeros(n, dtype=np.int64) for _ in range(5))
-        waiting = _waiting_nodes(rows)
-        lines: dict[int, list[tuple[int, int, int | None]]] = {}
-        for i, (p, code, lasti) in enumerate(self._node_list):
-            parent[i] = p
-            function[i] = s(code.co_qualname)
-            file[i] = s(code.co_filename)
-            first_line[i] = code.co_firstlineno
-            line[i] = _line_at(code, lasti, lines)
-            if i in waiting:
-                callee[i] = s(_callee(code, lasti))
-        return Samples(
-            rows[:, 0].copy(), rows[:, 1].copy(), rows[:, 2].copy(), rows[:, 3].copy(), rows[:, 4].copy(),
-            parent, function, file, first_line, line, callee, list(strings), self.interval_ns,
-        )  # fmt: skip
+    def s(text: str) -> int:
+        return strings.setdefault(text, len(strings))
+
+    n = len(node_list)
+    parent = np.empty(n, dtype=np.int64)
+    function, file, first_line, line, callee = (np.zeros(n, dtype=np.int64) for _ in range(5))
+    waiting = _waiting_nodes(rows)
+    lines: dict[int, list[tuple[int, int, int | None]]] = {}
+    for i, (p, code, lasti) in enumerate(node_list):
+        parent[i] = p
+        function[i] = s(code.co_qualname)
+        file[i] = s(code.co_filename)
+        first_line[i] = code.co_firstlineno
+        line[i] = _line_at(code, lasti, lines)
+        if i in waiting:
+            callee[i] = s(_callee(code, lasti))
+    return Samples(
+        rows[:, 0].copy(), rows[:, 1].copy(), rows[:, 2].copy(), rows[:, 3].copy(), rows[:, 4].copy(),
+        parent, function, file, first_line, line, callee, list(strings), interval_ns,
+    )  # fmt: skip
 
 
 def _clock_of(tid: int) -> int | None:
