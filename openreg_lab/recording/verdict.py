@@ -155,6 +155,7 @@ def verdict(
             f": {len(casts):,} casts, {theme.format_bytes(int(casts['bytes'].sum()))}",
         ),
     ]
+    table = steps.table(events)  # once: the step sentence and the wall times read it
     first = [
         {
             "name": r.name,
@@ -173,22 +174,22 @@ def verdict(
         shares=shares,
         first=first,
         more=max(len(fb) - TOP, 0),
-        step=_step_sentence(events),
+        step=_step_sentence(table),
         warnings=_warnings(events, dropped, capacity, op_events, profile, skipped),
-        time=_wall_times(events, samples, t0, host_sampling, thread_index or {}),
+        time=_wall_times(events, table, samples, t0, host_sampling, thread_index or {}),
         iterations=steps.per_iteration(step_sources or []),
     )
 
 
 def _wall_times(
     events: pd.DataFrame,
+    table: pd.DataFrame,
     samples: _host.Samples | None,
     t0: int,
     sampled: bool,
     thread_index: dict[int, int],
 ) -> list[accounting.WallTime]:
     """Step 0 and the median of the complete steps after it; the whole trace when no step ended."""
-    table = steps.table(events)
     done = table[table["complete"]] if len(table) else table
     if done.empty:
         span = analysis.span(events)
@@ -230,8 +231,8 @@ def _calls(n: int) -> str:
     return "1 call" if n == 1 else f"{n:,} calls"
 
 
-def _step_sentence(events: pd.DataFrame) -> str | None:
-    s = steps.steady_state(steps.table(events))
+def _step_sentence(table: pd.DataFrame) -> str | None:
+    s = steps.steady_state(table)
     if s is None:
         return None
     first = s["first"]
