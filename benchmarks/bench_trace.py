@@ -230,8 +230,8 @@ def host_table() -> None:
             rows.append([name, clock_name, fmt_time(base / STEPS), *ratios])
     print_table(
         ["model", "clock", "untraced step", "trace(host=False)", "trace() (host on)",
-         "ops=kernels, host=False", "ops=kernels (host on)", "host sampler alone", "torch.profiler(with_stack)", "pyinstrument 1 ms",
-         "py-spy 1 kHz (own process)"],
+         "ops=kernels, host=False", "ops=kernels (host on)", "host sampler alone",
+         "torch.profiler(with_stack)", "pyinstrument 1 ms", "py-spy 1 kHz (own process)"],
         rows,
     )  # fmt: skip
 
