@@ -263,7 +263,7 @@ def test_hostile_function_and_file_names_reach_the_page_as_text(tmp_path):
     spin.__code__ = spin.__code__.replace(co_name=HOSTILE, co_qualname=HOSTILE)  # type: ignore[attr-defined]
     x = torch.ones(4, device="openreg")
     with openreg_lab.trace() as t:
-        spin(0.05)  # type: ignore[operator]
+        spin(0.2)  # type: ignore[operator]
         x + x
     assert (t.host_events["function"] == HOSTILE).any()
     v = t.verdict()

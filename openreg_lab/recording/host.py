@@ -428,7 +428,7 @@ def step_of(times: np.ndarray, step_table: pd.DataFrame) -> np.ndarray:
 def per_function(s: Samples, t0: int, step_table: pd.DataFrame, thread_index: dict[int, int]) -> pd.DataFrame:
     """``Trace.host()``: per step, function and thread, the samples, the time it was the innermost
     frame (``self_ns``), on the stack (``total_ns``) and waited as the innermost frame (``wait_ns``);
-    by total time in each step."""
+    by self time in each step."""
     iv = intervals(s, t0)
     if not len(iv):
         return pd.DataFrame(columns=HOST_COLUMNS)
@@ -461,7 +461,7 @@ def per_function(s: Samples, t0: int, step_table: pd.DataFrame, thread_index: di
              thread_index.get(tid, -1), count, self_ns, total, wait)
         )  # fmt: skip
     out = pd.DataFrame(rows, columns=HOST_COLUMNS)
-    return out.sort_values(["step", "total_ns", "self_ns"], ascending=[True, False, False], ignore_index=True)
+    return out.sort_values(["step", "self_ns", "total_ns"], ascending=[True, False, False], ignore_index=True)
 
 
 def library_prefixes() -> tuple[str, ...]:

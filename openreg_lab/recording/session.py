@@ -534,7 +534,7 @@ class Trace:
     def host(self) -> pd.DataFrame:
         """The sampled Python per training step, function and thread (``host.HOST_COLUMNS``):
         samples, time as the innermost frame (``self_ns``), on the stack (``total_ns``) and
-        waiting off the CPU (``wait_ns``), by total time in each step (step -1: no step ended)."""
+        waiting off the CPU (``wait_ns``), by self time in each step (step -1: no step ended)."""
         if self._samples is None:
             return pd.DataFrame(columns=_host.HOST_COLUMNS)
         return _host.per_function(self._samples, self._t0, steps.table(self.events), self._thread_index())
