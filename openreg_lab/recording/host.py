@@ -21,8 +21,23 @@ from types import CodeType, FrameType
 import numpy as np
 import pandas as pd
 
-#: Time between two samples of the sampler, in ns.
+#: Time between two samples of the sampler, in ns (the shortest: Note [The sampler's budget]).
 INTERVAL_NS = 1_000_000
+#: The longest time between two samples, in ns.
+MAX_INTERVAL_NS = 16_000_000
+#: The share of the process's CPU time the sampler may take.
+BUDGET = 0.02
+#: Samples between two checks of the budget.
+ADAPT_EVERY = 32
+
+# Note [The sampler's budget]
+# Samples are taken per wall-clock interval, the work they observe is CPU time: on a busy machine
+# (or a process that mostly waits) a fixed rate would cost a larger share of what the process
+# does. Every ADAPT_EVERY samples the sampler compares its own CPU time with the whole process's
+# and doubles its interval while it takes more than BUDGET of it, halving it back (to INTERVAL_NS)
+# when it takes less than a third. A thread whose CPU clock and run-queue time have not moved since
+# its last sample has the same stack: it is recorded without reading or walking its frames, so threads
+# that wait (a notebook's kernel threads, a loader blocked on a queue) cost one read each.
 
 #: The columns of ``slices``: one flame slice a row (consecutive samples in one function merged).
 SLICE_COLUMNS = [
@@ -45,10 +60,11 @@ HOST_COLUMNS = [
 # reused by a new frame of the same code at the same instruction could borrow the old callers, a
 # rare and bounded error we accept for walking a few frames a sample instead of fifty.
 # Lines, qualified names and the callee of a waiting line are read once per node when the trace
-# ends. Beside the stack, the sampler reads the thread's schedstat (time on a CPU, time waiting in
-# the run queue): the time between two samples that the thread spent neither running nor runnable
-# is time it waited (a sleep, a lock, I/O, a queue), measured by the kernel, not guessed from names.
-# Where /proc has no schedstat, the thread's CPU clock stands in and run-queue time counts as waiting.
+# ends. Beside the stack, the sampler reads the thread's CPU clock and its schedstat's time waiting
+# in the run queue: the time between two samples that the thread spent neither running nor
+# runnable is time it waited (a sleep, a lock, I/O, a queue), measured by the kernel, not guessed
+# from names. Where /proc has no schedstat, run-queue time counts as waiting.
+# The rate adapts to a budget (Note [The sampler's budget]).
 
 
 @dataclass
@@ -102,8 +118,9 @@ class Sampler:
         self._nodes: dict[tuple[int, int, int], int] = {}
         self._node_list: list[tuple[int, CodeType, int]] = []
         self._last: dict[int, tuple[list[tuple[int, int, int]], dict[tuple[int, int], int]]] = {}
-        # OS thread id -> ("fd", its schedstat file) or ("clock", its CPU clock id)
-        self._stat: dict[int, tuple[str, int | None]] = {}
+        # OS thread id -> (its CPU clock id, its schedstat file), None where there is none
+        self._stat: dict[int, tuple[int | None, int | None]] = {}
+        self._ran: dict[int, tuple[int, int, int]] = {}  # OS thread id -> (cpu, queue, node) last seen
 
     def start(self) -> None:
         # A bare thread: threading.Thread.start() would wait for it to run, and stop() does not
@@ -120,32 +137,53 @@ class Sampler:
 
     def _run(self) -> None:
         me = threading.get_ident()
-        wait = self.interval_ns / 1e9
+        interval = self.interval_ns
+        cpu0, process0, n = time.thread_time_ns(), time.process_time_ns(), 0
         try:
             while not self._stopping:
                 # time.sleep, not an Event: waking takes the GIL once (an Event's wait takes it
                 # several times, each up to the switch interval while another thread runs Python).
-                time.sleep(wait)
-                if not self._stopping:
-                    self._sample(me)
+                time.sleep(interval / 1e9)
+                if self._stopping:
+                    return
+                self._sample(me)
+                n += 1
+                if n % ADAPT_EVERY == 0:  # Note [The sampler's budget]
+                    cpu, process = time.thread_time_ns(), time.process_time_ns()
+                    share = (cpu - cpu0) / max(process - process0, 1)
+                    if share > BUDGET:
+                        interval = min(interval * 2, MAX_INTERVAL_NS)
+                    elif share < BUDGET / 3:
+                        interval = max(interval // 2, self.interval_ns)
+                    cpu0, process0 = cpu, process
         finally:
-            for kind, fd in self._stat.values():
-                if kind == "fd" and fd is not None:
+            for _, fd in self._stat.values():
+                if fd is not None:
                     os.close(fd)
 
     def _sample(self, me: int) -> None:
         now = time.monotonic_ns()
-        frames = sys._current_frames()
+        frames = None
         active = threading._active  # type: ignore[attr-defined]  # ident -> Thread, read-only here
-        for ident, f in frames.items():
+        ran = self._ran
+        for ident, t in list(active.items()):
             if ident == me:
                 continue
-            t = active.get(ident)
             tid = getattr(t, "native_id", None)
             if tid is None:
-                continue  # a thread threading does not know: no OS id to put it on a lane
-            node = self._node_of(ident, f)
-            cpu, queue = self._schedstat(tid)
+                continue
+            cpu, queue = self._times(ident, tid)
+            last = ran.get(tid)
+            if last is not None and last[0] == cpu and last[1] == queue and cpu >= 0:
+                node = last[2]  # it has not run since its last sample: same stack, no walk
+            else:
+                if frames is None:
+                    frames = sys._current_frames()
+                f = frames.get(ident)
+                if f is None:
+                    continue  # it has no Python frame (ending, or not started)
+                node = self._node_of(ident, f)
+            ran[tid] = (cpu, queue, node)
             self._rows.append((now, tid, node, cpu, queue))
         del frames
 
@@ -184,23 +222,27 @@ class Sampler:
             path.append((key[0], key[1], node))
         return node
 
-    def _schedstat(self, tid: int) -> tuple[int, int]:
+    def _times(self, ident: int, tid: int) -> tuple[int, int]:
+        """The thread's ns on a CPU (its CPU clock: exact, while schedstat's count lags a running
+        thread by up to a scheduler tick) and ns waiting in the run queue (schedstat; 0 without)."""
         h = self._stat.get(tid)
         if h is None:
             try:
-                h = ("fd", os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY))
+                clock: int | None = time.pthread_getcpuclockid(ident)
+            except (OSError, AttributeError):
+                clock = None
+            try:
+                fd: int | None = os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
             except OSError:
-                h = ("clock", _clock_of(tid))
-            self._stat[tid] = h
+                fd = None
+            h = self._stat[tid] = (clock, fd)
+        clock, fd = h
         try:
-            if h[0] == "fd":
-                cpu, queue, _ = os.pread(h[1], 64, 0).split()
-                return int(cpu), int(queue)
-            if h[1] is not None:
-                return time.clock_gettime_ns(h[1]), 0
-        except (OSError, ValueError):
-            pass
-        return -1, -1  # the thread ended, or no clock: its time counts as running
+            cpu = time.clock_gettime_ns(clock) if clock is not None else -1
+            queue = int(os.pread(fd, 64, 0).split()[1]) if fd is not None else 0
+        except (OSError, ValueError, IndexError):
+            return -1, -1  # the thread ended: its time counts as running
+        return cpu, queue if cpu >= 0 else -1
 
 
 def _samples(
@@ -230,14 +272,6 @@ def _samples(
         rows[:, 0].copy(), rows[:, 1].copy(), rows[:, 2].copy(), rows[:, 3].copy(), rows[:, 4].copy(),
         parent, function, file, first_line, line, callee, list(strings), interval_ns,
     )  # fmt: skip
-
-
-def _clock_of(tid: int) -> int | None:
-    ident = next((i for i, t in threading._active.items() if t.native_id == tid), None)  # type: ignore[attr-defined]
-    try:
-        return time.pthread_getcpuclockid(ident) if ident is not None else None
-    except (OSError, AttributeError):
-        return None
 
 
 def _waiting_nodes(rows: np.ndarray) -> set[int]:
