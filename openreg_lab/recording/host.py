@@ -130,10 +130,13 @@ class Sampler:
 
     def stop(self) -> Samples:
         """Stop sampling and return the samples taken so far (the thread ends at its next wake-up)."""
+        return resolve(self.stop_raw())
+
+    def stop_raw(self) -> tuple[list[tuple[int, int, int, int, int]], list[tuple[int, CodeType, int]], int]:
+        """Stop sampling; the rows and nodes as taken, for ``resolve`` to name when first read."""
         self._stopping = True
         rows = list(self._rows)  # the rows first: a node of a row is in the node list by then
-        nodes = list(self._node_list)
-        return _samples(rows, nodes, self.interval_ns)
+        return rows, list(self._node_list), self.interval_ns
 
     def _run(self) -> None:
         me = threading.get_ident()
@@ -243,6 +246,13 @@ class Sampler:
         except (OSError, ValueError, IndexError):
             return -1, -1  # the thread ended: its time counts as running
         return cpu, queue if cpu >= 0 else -1
+
+
+def resolve(
+    raw: tuple[list[tuple[int, int, int, int, int]], list[tuple[int, CodeType, int]], int],
+) -> Samples:
+    """``Sampler.stop_raw``'s rows and nodes as ``Samples``: names and lines read once per node."""
+    return _samples(*raw)
 
 
 def _samples(

@@ -285,6 +285,7 @@ class Trace:
         self.host_sampling = host
         self._sampler: _host.Sampler | None = None
         self._samples: _host.Samples | None = None
+        self._pending: tuple[Any, set[int], int] | None = None  # a stopped sampler's raw samples
         self._opener = 0  # the OS thread that opened the recording (its Python is sampled too)
         self._step_sources: list[int] = []  # per step: what ended it (steps.watch)
         self._host_slices: pd.DataFrame | None = None
@@ -355,7 +356,8 @@ class Trace:
         if self._sampler is not None:
             # Only the threads that recorded events, and the one that opened the trace, are kept.
             traced = {int(t["os_thread"]) for t in raw["threads"]} | {self._opener}
-            self._samples = self._sampler.stop().keep_threads(traced, since=self._t0, until=closed)
+            # Names and lines are read at the first look, not here (Note [A session costs its window]).
+            self._pending = (self._sampler.stop_raw(), traced, closed)
             self._sampler = None
         if raw.get("inherited"):
             warnings.warn(
@@ -506,7 +508,7 @@ class Trace:
             op_events=self.ops,
             profile=self.profile,
             skipped=self.skipped,
-            samples=self._samples,
+            samples=self.host_samples,
             t0=self._t0,
             host_sampling=self.host_sampling,
             step_sources=self._step_sources,
@@ -516,6 +518,10 @@ class Trace:
     @property
     def host_samples(self) -> _host.Samples | None:
         """The raw host samples (``trace(host=True)``), None when the host was not sampled."""
+        if self._pending is not None:
+            raw, traced, closed = self._pending
+            self._samples = _host.resolve(raw).keep_threads(traced, since=self._t0, until=closed)
+            self._pending = None
         return self._samples
 
     @property
@@ -525,19 +531,20 @@ class Trace:
         function, file, first line, start, duration and the time it waited; empty with
         ``trace(host=False)``. The dashboard and the report draw them under each thread."""
         if self._host_slices is None:
-            if self._samples is None:
+            if self.host_samples is None:
                 self._host_slices = pd.DataFrame(columns=_host.SLICE_COLUMNS)
             else:
-                self._host_slices = _host.slices(self._samples, self._t0, self._thread_index())
+                self._host_slices = _host.slices(self.host_samples, self._t0, self._thread_index())
         return self._host_slices
 
     def host(self) -> pd.DataFrame:
         """The sampled Python per training step, function and thread (``host.HOST_COLUMNS``):
         samples, time as the innermost frame (``self_ns``), on the stack (``total_ns``) and
         waiting off the CPU (``wait_ns``), by self time in each step (step -1: no step ended)."""
-        if self._samples is None:
+        samples = self.host_samples
+        if samples is None:
             return pd.DataFrame(columns=_host.HOST_COLUMNS)
-        return _host.per_function(self._samples, self._t0, steps.table(self.events), self._thread_index())
+        return _host.per_function(samples, self._t0, steps.table(self.events), self._thread_index())
 
     @property
     def step_sources(self) -> list[int]:
@@ -590,7 +597,7 @@ class Trace:
             ops=self.ops,
             skipped=self._skipped,
             profile=self.profile,
-            samples=self._samples,
+            samples=self.host_samples,
             step_sources=self._step_sources,
         )
 
