@@ -7,30 +7,40 @@ import time
 from collections.abc import Callable, Sequence
 
 
-def _calibrate(fn: Callable[[], object], target_s: float) -> int:
+def _calibrate(
+    fn: Callable[[], object], target_s: float, clock: Callable[[], float] = time.perf_counter
+) -> int:
     number = 1
     while True:
-        start = time.perf_counter()
+        start = clock()
         for _ in range(number):
             fn()
-        if time.perf_counter() - start >= target_s or number >= 1 << 20:
+        if clock() - start >= target_s or number >= 1 << 20:
             return number
         number *= 2
 
 
-def compare(fns: Sequence[Callable[[], object]], rounds: int = 15, target_s: float = 0.02) -> list[float]:
-    """Return the median seconds per call of each function, measured in interleaved rounds."""
+def compare(
+    fns: Sequence[Callable[[], object]],
+    rounds: int = 15,
+    target_s: float = 0.02,
+    clock: Callable[[], float] = time.perf_counter,
+) -> list[float]:
+    """Return the median seconds per call of each function, measured in interleaved rounds.
+
+    ``clock``: wall time by default; ``time.process_time`` counts the CPU time of every thread of the
+    process (a sampling thread's included), steadier than wall time on a machine others share."""
     for fn in fns:  # warm up (allocator caches, lazy init)
         for _ in range(3):
             fn()
-    numbers = [_calibrate(fn, target_s) for fn in fns]
+    numbers = [_calibrate(fn, target_s, clock) for fn in fns]
     samples: list[list[float]] = [[] for _ in fns]
     for _ in range(rounds):
         for i, fn in enumerate(fns):
-            start = time.perf_counter()
+            start = clock()
             for _ in range(numbers[i]):
                 fn()
-            samples[i].append((time.perf_counter() - start) / numbers[i])
+            samples[i].append((clock() - start) / numbers[i])
     return [statistics.median(s) for s in samples]
 
 

@@ -5,7 +5,7 @@ nothing) and a trace with no op events at all (only the backend's own hooks reco
 step (open + step + close); the cost per recorded event; and how long a million-event trace takes to
 save and load.
 
-.venv/bin/python benchmarks/bench_trace.py
+.venv/bin/python benchmarks/bench_trace.py [host]   (host: only the host sampling table)
 """
 
 from __future__ import annotations
@@ -117,6 +117,121 @@ def overhead_table() -> None:
         ["model", "events/step", "untraced step", "trace(shapes)", "trace(shapes,stack)", "trace()",
          "trace(shapes, ops=kernels)", "RecordFunction floor", "backend hooks only", "torch.profiler",
          "empty TorchDispatchMode"],
+        rows,
+    )  # fmt: skip
+
+
+def _anchors() -> dict[str, object]:
+    """The well-kept samplers measured beside ours, where installed (``pip install --target DIR
+    pyinstrument py-spy`` and ``OPENREG_LAB_ANCHORS=DIR``: they are not dependencies)."""
+    extra = os.environ.get("OPENREG_LAB_ANCHORS")
+    if extra and extra not in sys.path:
+        sys.path.append(extra)
+    out: dict[str, object] = {}
+    try:
+        from pyinstrument import Profiler
+
+        out["pyinstrument"] = Profiler
+    except ImportError:
+        pass
+    spy = os.path.join(extra, "bin", "py-spy") if extra else None
+    if spy and os.path.exists(spy):
+        out["py-spy"] = spy
+    return out
+
+
+@contextlib.contextmanager
+def _sampler_alone():
+    """Our host sampler with no trace open: what sampling the host's Python costs by itself."""
+    from openreg_lab.recording.host import Sampler
+
+    s = Sampler()
+    s.start()
+    try:
+        yield
+    finally:
+        s.stop()
+
+
+def _pyinstrument(profiler_class):
+    @contextlib.contextmanager
+    def ctx():
+        p = profiler_class(interval=0.001)
+        p.start()
+        try:
+            yield
+        finally:
+            p.stop()
+
+    return ctx
+
+
+def _py_spy_ratio(spy: str, run, rounds: int = 5) -> float:
+    """py-spy runs in its own process: the step's median with it attached over without, in
+    alternating windows (it cannot be attached per call)."""
+    import statistics
+
+    def timed(n: int = 20) -> float:
+        times = []
+        for _ in range(n):
+            start = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    ratios = []
+    for _ in range(rounds):
+        base = timed()
+        proc = subprocess.Popen(
+            [spy, "record", "--pid", str(os.getpid()), "--rate", "1000", "--nonblocking", "--format", "raw",
+             "-o", os.devnull],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            time.sleep(0.5)
+            if proc.poll() is not None:
+                return float("nan")  # not allowed to read this process (ptrace)
+            ratios.append(timed() / base)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+    return statistics.median(ratios)
+
+
+def host_table() -> None:
+    """Host sampling: the default trace with and without it, ops="kernels" with it, our sampler
+    alone, and the anchors (pyinstrument, py-spy, torch.profiler's Python tracer)."""
+    anchors = _anchors()
+    rows = []
+    for name, model, x, y, loss_fn in _cases():
+        run = _steps(model, x, y, loss_fn)
+        variants = [
+            run,
+            _wrapped(run, lambda: openreg_lab.trace(host=False)),
+            _wrapped(run, lambda: openreg_lab.trace()),
+            _wrapped(run, lambda: openreg_lab.trace(ops="kernels", host=False)),
+            _wrapped(run, lambda: openreg_lab.trace(ops="kernels")),
+            _wrapped(run, _sampler_alone),
+            _wrapped(run, lambda: torch.profiler.profile(with_stack=True)),
+        ]
+        if "pyinstrument" in anchors:
+            variants.append(_wrapped(run, _pyinstrument(anchors["pyinstrument"])))
+        for clock_name, clock in (("wall", time.perf_counter), ("CPU", time.process_time)):
+            times = compare(variants, rounds=21, target_s=0.15, clock=clock)
+            base = times[0]
+            ratios = [f"{t / base:.2f}" for t in times[1:]]
+            if "pyinstrument" not in anchors:
+                ratios.append("not installed")
+            if clock_name == "wall":
+                spy = _py_spy_ratio(str(anchors["py-spy"]), run) if "py-spy" in anchors else None
+                ratios.append("not installed" if spy is None else f"{spy:.2f}")
+            else:
+                ratios.append("(its own process)")
+            rows.append([name, clock_name, fmt_time(base / STEPS), *ratios])
+    print_table(
+        ["model", "clock", "untraced step", "trace(host=False)", "trace() (host on)",
+         "ops=kernels, host=False", "ops=kernels (host on)", "host sampler alone",
+         "torch.profiler(with_stack)", "pyinstrument 1 ms", "py-spy 1 kHz (own process)"],
         rows,
     )  # fmt: skip
 
@@ -268,6 +383,11 @@ def file_table() -> None:
 def main() -> None:
     warnings.simplefilter("ignore")  # torch.profiler's warnings on a CPU-only build
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; ratios are traced / untraced")
+    if sys.argv[1:] == ["host"]:
+        host_table()
+        return
+    host_table()
+    print()
     overhead_table()
     print()
     one_step_table()

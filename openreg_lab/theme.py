@@ -36,6 +36,8 @@ COMPILE_COLOR = "#343a40"
 #: torch.distributed collectives (views.ranks): the collective itself, and a rank's wait on it.
 COLLECTIVE_COLOR = "#1d3557"
 COLLECTIVE_WAIT_COLOR = "#a8dadc"
+HOST_COLOR = "#95d5b2"  # sampled host Python (trace(host=True)) on the timeline and in the verdict
+HOST_WAIT_COLOR = "#d8e2dc"  # host time spent waiting (a sleep, a lock, data loading)
 
 #: The split of a fallback's time: copying the arguments to the CPU, the CPU kernel, copying back.
 FALLBACK_PART_COLORS: dict[str, str] = {

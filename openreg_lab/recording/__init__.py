@@ -2,6 +2,8 @@
 
 - ``session``: ``trace()``, ``Trace``, ``mark()``, ``load_trace()``
 - ``steps``: ``step()`` (and the optimizer hook calling it), the per-step table
+- ``host``: the host sampler (the traced threads' Python), ``Trace.host()``, the Python flame
+- ``verdict``, ``accounting``: the verdict, and where a step's wall time went
 - ``events``: the recorder's fixed-size records as numpy arrays; merging thread buffers
 - ``analysis``: the per-op summary (the one every view shows), fallbacks, copies, casts
 - ``breakdown``: fallback costs, copies over time, casts by op, memory peaks

@@ -25,6 +25,7 @@ from openreg_lab.recording.events import (
     NO_DEVICE,
     Columns,
 )
+from openreg_lab.recording.host import Samples
 
 MAGIC = "openreg-lab trace"
 OPS = ("all", "kernels")  # trace(ops=...): where the op events came from
@@ -45,6 +46,8 @@ class Saved:
     skipped: str | None = None  # trace(steps=...): what was not recorded
     profile: str | None = None  # the coverage profile active when recording began
     job: dict[str, Any] | None = None  # run id, rank, world size (Note [A run id for every trace])
+    samples: Samples | None = None  # host samples (trace(host=True)); None: not sampled
+    step_sources: list[int] | None = None  # per step, the optimizer that ended it (steps.sources)
 
 
 def save(
@@ -60,6 +63,8 @@ def save(
     skipped: str | None = None,
     profile: str | None = None,
     job: dict[str, Any] | None = None,
+    samples: Samples | None = None,
+    step_sources: list[int] | None = None,
 ) -> None:
     """Write the columns ``c`` of a trace and its settings to ``path`` (conventionally ``*.trace``),
     whole or not at all: a save that fails part way leaves the file that was there untouched."""
@@ -80,6 +85,12 @@ def save(
     }
     arrays = {f"f_{name}": values for name, values in c.fields.items()}
     arrays["pool"] = c.pool
+    if samples is not None:  # Note [Host samples in a trace file]
+        header["host"] = {"interval_ns": samples.interval_ns, "strings": samples.strings}
+        arrays.update({f"h_{k}": getattr(samples, k) for k in Samples.SAMPLE_FIELDS})
+        arrays.update({f"n_{k}": getattr(samples, k) for k in Samples.NODE_FIELDS})
+    if step_sources is not None:
+        header["step_sources"] = step_sources
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     with _atomic.replacing(path) as f:  # a failed save leaves the file that was there
         np.savez(f, **arrays)
@@ -109,6 +120,7 @@ def read(path: str | os.PathLike[str]) -> Saved:
                 raise _Version(header["version"])
             fields = {name[2:]: data[name] for name in data.files if name.startswith("f_")}
             pool = data["pool"]
+            host = {name: data[name] for name in data.files if name.startswith(("h_", "n_"))}
     except FileNotFoundError:
         raise
     except _Damaged as d:
@@ -124,7 +136,7 @@ def read(path: str | os.PathLike[str]) -> Saved:
             "Trace files are written by Trace.save(); the file may be truncated or of another kind"
         ) from None
     else:
-        problem = _damage(header, fields, pool)
+        problem = _damage(header, fields, pool) or _host_problem(header, host)
     if problem is not None:
         raise ValueError(
             f"{os.fspath(path)!r} is a damaged openreg-lab trace: {problem}. Trace files are written by "
@@ -142,7 +154,77 @@ def read(path: str | os.PathLike[str]) -> Saved:
         skipped=header.get("skipped") if isinstance(header.get("skipped"), str) else None,
         profile=header.get("profile") if isinstance(header.get("profile"), str) else None,
         job=header.get("job"),  # checked by _job_problem; absent in files from before run ids
+        samples=_samples_of(header, host),
+        step_sources=header.get("step_sources"),
     )
+
+
+# Note [Host samples in a trace file]
+# A trace sampled on the host (trace(host=True)) adds arrays h_<field> (one entry a sample) and
+# n_<field> (one entry a stack node) to the file, and a "host" object to its header (the interval
+# and the string table of function and file names). Readers from before host samples skip them; a
+# file without them loads with no samples. Like the event columns, they are untrusted: every index
+# must point inside what the file holds before a view reads a string through it.
+def _host_problem(header: dict[str, Any], host: dict[str, np.ndarray]) -> str | None:
+    """What is wrong with the host samples of a file (None: nothing, or none saved)."""
+    sources = header.get("step_sources")
+    if sources is not None and not (
+        isinstance(sources, list) and all(_is_int(v) and 0 <= v < 2**31 for v in sources)
+    ):
+        return "its header's step_sources is not a list of small non-negative integers"
+    h = header.get("host")
+    if h is None and not host:
+        return None
+    if not isinstance(h, dict):
+        return f"its header's host is {_short(h)}, not an object with the host samples' strings"
+    if not _is_int(h.get("interval_ns")) or h["interval_ns"] <= 0:
+        return f"its header's host interval_ns is {_short(h.get('interval_ns'))}, not a positive integer"
+    strings = h.get("strings")
+    if not isinstance(strings, list) or not all(isinstance(x, str) for x in strings) or not strings:
+        return "its header's host strings is not a non-empty list of strings"
+    try:
+        "".join(strings).encode("utf-8")
+    except UnicodeEncodeError:
+        return "its host strings hold a string that is not valid Unicode (a lone surrogate)"
+    names = [f"h_{k}" for k in Samples.SAMPLE_FIELDS] + [f"n_{k}" for k in Samples.NODE_FIELDS]
+    missing = [k for k in names if k not in host]
+    if missing:
+        return f"it lacks the host columns {', '.join(missing)}"
+    for k in names:
+        v = host[k]
+        if v.ndim != 1 or not np.issubdtype(v.dtype, np.integer):
+            return f"its host column {k} holds {v.dtype} values of {v.ndim} dimensions, not integers"
+    ns, nn = len(host["h_time"]), len(host["n_parent"])
+    if any(len(host[f"h_{k}"]) != ns for k in Samples.SAMPLE_FIELDS) or any(
+        len(host[f"n_{k}"]) != nn for k in Samples.NODE_FIELDS
+    ):
+        return "its host columns disagree in length"
+    node = host["h_node"]
+    if ns and (int(node.min()) < -1 or int(node.max()) >= nn):
+        return f"a host sample's node is not a node of the file (h_node; {nn} nodes)"
+    for k, lo in (("h_time", 0), ("h_thread", 0), ("h_cpu", -1), ("h_queue", -1)):
+        if ns and int(host[k].min()) < lo:
+            return f"its host column {k} holds {int(host[k].min())}, below {lo}"
+    if nn:
+        parent = host["n_parent"].astype(np.int64)
+        if int(parent.min()) < -1 or (parent >= np.arange(nn)).any():
+            return "a host stack node's parent is not an earlier node (n_parent)"
+        for k in ("n_function", "n_file", "n_callee"):
+            if int(host[k].min()) < 0 or int(host[k].max()) >= len(strings):
+                return f"its host column {k} points past its host strings ({len(strings)} strings)"
+        for k in ("n_first_line", "n_line"):
+            if int(host[k].min()) < 0:
+                return f"its host column {k} holds a negative line number"
+    return None
+
+
+def _samples_of(header: dict[str, Any], host: dict[str, np.ndarray]) -> Samples | None:
+    h = header.get("host")
+    if h is None:
+        return None
+    cols = {k: host[f"h_{k}"].astype(np.int64) for k in Samples.SAMPLE_FIELDS}
+    cols.update({k: host[f"n_{k}"].astype(np.int64) for k in Samples.NODE_FIELDS})
+    return Samples(**cols, strings=list(h["strings"]), interval_ns=int(h["interval_ns"]))
 
 
 _FIELDS = (*EVENT_DTYPE.names, "id", "thread")

@@ -37,6 +37,7 @@ from openreg_lab import _C
 from openreg_lab.device import _compile
 from openreg_lab.recording import analysis, chrome, distributed, files, steps
 from openreg_lab.recording import events as _events
+from openreg_lab.recording import host as _host
 from openreg_lab.recording import verdict as _verdict
 
 if TYPE_CHECKING:
@@ -140,6 +141,9 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
     t.profile = saved.profile
     if saved.job is not None:
         t.job = distributed.Job(**saved.job)
+    t.host_sampling = saved.samples is not None
+    t._samples = saved.samples
+    t._step_sources = saved.step_sources or []
     return t
 
 
@@ -150,6 +154,7 @@ def trace(
     capacity: int = DEFAULT_CAPACITY,
     ops: Literal["all", "kernels"] = "all",
     steps: range | str | None = None,
+    host: bool = True,
 ) -> Trace:
     """Record the openreg backend's events while a ``with`` block runs.
 
@@ -175,12 +180,16 @@ def trace(
             ``openreg_lab.step()`` (``openreg_lab.recording.steps``). What was not recorded is
             said by ``Trace.skipped``, the report and ``openreg-lab run``; a block that ends
             before the first chosen step records nothing and warns.
+        host: also sample the Python the traced threads run, each millisecond (Note [Host samples]
+            in ``recording/host.py``): ``Trace.host()`` and ``Trace.host_events``, the Python lane of
+            the timeline, and the host Python and waiting the verdict splits the wall time into.
+            ``host=False`` records no host samples.
 
     Traces may nest and may be opened from several threads at once: each sees every event
     recorded while it is open, on any thread. While an ``ops="all"`` trace is open, every
     open trace records all ops.
     """
-    return Trace(record_shapes=record_shapes, stack=stack, capacity=capacity, ops=ops, steps=steps)
+    return Trace(record_shapes=record_shapes, stack=stack, capacity=capacity, ops=ops, steps=steps, host=host)
 
 
 _strings: list[str] = []  # every string the recorder interned so far, by id
@@ -251,6 +260,7 @@ class Trace:
         dropped: int = 0,
         ops: str = "all",
         steps: range | str | None = None,
+        host: bool = False,
     ) -> None:
         if ops not in files.OPS:
             raise ValueError(
@@ -275,6 +285,15 @@ class Trace:
         #: The run id, rank and world size of the process that recorded it, set when the block
         #: ends (Note [A run id for every trace] in distributed.py; None before, or in an old file).
         self.job: distributed.Job | None = None
+        if not isinstance(host, bool):
+            raise TypeError(f"trace(host=...) is True (sample the host's Python) or False, got {host!r}")
+        self.host_sampling = host
+        self._sampler: _host.Sampler | None = None
+        self._samples: _host.Samples | None = None
+        self._pending: tuple[Any, set[int], int] | None = None  # a stopped sampler's raw samples
+        self._opener = 0  # the OS thread that opened the recording (its Python is sampled too)
+        self._step_sources: list[int] = []  # per step: what ended it (steps.watch)
+        self._host_slices: pd.DataFrame | None = None
 
     # -- recording ---------------------------------------------------------
     def __enter__(self) -> Trace:
@@ -292,11 +311,18 @@ class Trace:
 
     def _open(self) -> None:
         self.profile = _C.profile_name()
-        self._t0 = time.monotonic_ns()
+        # Registering the compile hooks imports parts of torch._dynamo the first time (seconds):
+        # the tracer's own start-up, before the trace's clock starts.
         _compile.register_if_dynamo_loaded()  # so that compilations inside are recorded
+        if self.host_sampling:
+            self._opener = threading.get_native_id()
+            self._sampler = _host.Sampler()
+            self._sampler.start()
+        self._t0 = time.monotonic_ns()
         self._session = _C._trace_open(
             self.capacity, self.record_shapes, self.stack, _skip_prefixes(), self.ops == "kernels"
         )
+        steps.watch(self._step_sources)
         if self._schedule:
             self._schedule["opened_ns"] = self._t0
 
@@ -328,8 +354,17 @@ class Trace:
 
     def _close(self) -> None:
         raw = _C._trace_close(self._session)
+        closed = time.monotonic_ns()
         self._session = None
         self.job = distributed.current_job()
+        steps.unwatch(self._step_sources)
+        self._step_sources[:] = steps.sources(self._step_sources)
+        if self._sampler is not None:
+            # Only the threads that recorded events, and the one that opened the trace, are kept.
+            traced = {int(t["os_thread"]) for t in raw["threads"]} | {self._opener}
+            # Names and lines are read at the first look, not here (Note [A session costs its window]).
+            self._pending = (self._sampler.stop_raw(), traced, closed)
+            self._sampler = None
         if raw.get("inherited"):
             warnings.warn(
                 "this trace was open when the process forked: the parent process records its events, "
@@ -400,6 +435,10 @@ class Trace:
         if session is not None:
             self._session = None
             _C._trace_close(session)
+            sampler = getattr(self, "_sampler", None)
+            if sampler is not None:
+                self._sampler = None
+                sampler.stop()
             warnings.warn(
                 "an openreg trace was collected while still recording: it is now closed. Use "
                 "`with openreg_lab.trace() as t:` so that it ends with its block",
@@ -476,14 +515,58 @@ class Trace:
             op_events=self.ops,
             profile=self.profile,
             skipped=self.skipped,
+            samples=self.host_samples,
+            t0=self._t0,
+            host_sampling=self.host_sampling,
+            step_sources=self._step_sources,
+            thread_index=self._thread_index(),
         )
+
+    @property
+    def host_samples(self) -> _host.Samples | None:
+        """The raw host samples (``trace(host=True)``), None when the host was not sampled."""
+        if self._pending is not None:
+            raw, traced, closed = self._pending
+            self._samples = _host.resolve(raw).keep_threads(traced, since=self._t0, until=closed)
+            self._pending = None
+        return self._samples
+
+    @property
+    def host_events(self) -> pd.DataFrame:
+        """The sampled Python of the traced threads as flame slices (``host.SLICE_COLUMNS``): per
+        thread and depth, consecutive samples in one function merged into one slice with its
+        function, file, first line, start, duration and the time it waited; empty with
+        ``trace(host=False)``. The dashboard and the report draw them under each thread."""
+        if self._host_slices is None:
+            if self.host_samples is None:
+                self._host_slices = pd.DataFrame(columns=_host.SLICE_COLUMNS)
+            else:
+                self._host_slices = _host.slices(self.host_samples, self._t0, self._thread_index())
+        return self._host_slices
+
+    def host(self) -> pd.DataFrame:
+        """The sampled Python per training step, function and thread (``host.HOST_COLUMNS``):
+        samples, time as the innermost frame (``self_ns``), on the stack (``total_ns``) and
+        waiting off the CPU (``wait_ns``), by self time in each step (step -1: no step ended)."""
+        samples = self.host_samples
+        if samples is None:
+            return pd.DataFrame(columns=_host.HOST_COLUMNS)
+        return _host.per_function(samples, self._t0, steps.table(self.events), self._thread_index())
+
+    @property
+    def step_sources(self) -> list[int]:
+        """Per training step, what ended it: 0 ``openreg_lab.step()``, 1, 2, ... each optimizer."""
+        return list(self._step_sources)
+
+    def _thread_index(self) -> dict[int, int]:
+        return {int(os_id): int(i) for i, os_id in self.columns.threads.items()}
 
     def steps(self) -> pd.DataFrame:
         """One row a training step: duration, op calls, fallbacks, copies, casts, peak memory.
 
-        Steps end at each ``optimizer.step()`` and ``openreg_lab.step()``; the first (first-sight
-        table reads, allocator warm-up) is row 0, apart from the steady state after it. Empty
-        when no step ended in the trace."""
+        Steps end at each ``optimizer.step()`` and ``openreg_lab.step()``; the first is row 0,
+        apart from the steady state after it (the verdict says where its time went). Empty when
+        no step ended in the trace."""
         return steps.table(self.events)
 
     @property
@@ -522,6 +605,8 @@ class Trace:
             skipped=self._skipped,
             profile=self.profile,
             job=None if self.job is None else self.job.as_dict(),
+            samples=self.host_samples,
+            step_sources=self._step_sources,
         )
 
     def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:

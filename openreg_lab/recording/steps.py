@@ -28,6 +28,7 @@ STEP_COLUMNS = [
 _lock = threading.Lock()
 _ended = 0  # steps ended in this process so far
 _listeners: list[Callable[[int], None]] = []  # traces waiting for chosen steps (trace(steps=...))
+_watchers: list[list[int]] = []  # open traces' step sources: what ended each step (``sources``)
 
 
 def step() -> None:
@@ -42,13 +43,21 @@ def step() -> None:
                 openreg_lab.step()
         t.steps()
 
-    A loop with two optimizers ends two steps an iteration. Cheap when no trace is open.
+    A loop with two optimizers ends two steps an iteration (the verdict says so). Cheap when no
+    trace is open.
     """
+    _end(0)
+
+
+def _end(source: int) -> None:
+    """End a step; ``source`` is what ended it: 0 for ``step()``, else the optimizer's ``id``."""
     global _ended
     with _lock:
         number = _ended
         _ended += 1
         listeners = list(_listeners)
+        for w in _watchers:
+            w.append(source)
     _C._trace_step(number)
     for listener in listeners:
         listener(number + 1)
@@ -72,8 +81,47 @@ def unlisten(listener: Callable[[int], None]) -> None:
             _listeners.remove(listener)
 
 
+def watch(into: list[int]) -> None:
+    """Append to ``into`` what ends each step from now on (0: ``step()``, else an optimizer's id)."""
+    with _lock:
+        _watchers.append(into)
+
+
+def unwatch(into: list[int]) -> None:
+    """Stop appending to ``into`` (no error if it was not watching)."""
+    with _lock:
+        if any(w is into for w in _watchers):
+            _watchers[:] = [w for w in _watchers if w is not into]
+
+
+def sources(raw: list[int]) -> list[int]:
+    """``watch``'s ids as small numbers: 0 for ``step()``, 1, 2, ... for optimizers by first step."""
+    number: dict[int, int] = {}
+    return [0 if r == 0 else number.setdefault(r, len(number) + 1) for r in raw]
+
+
+def per_iteration(sources: list[int]) -> str | None:
+    """In words, when several optimizers end steps each iteration (``sources``' numbers repeating in
+    one order): how many steps an iteration makes; None when one thing ends every step."""
+    opts = [s for s in sources if s]
+    k = len(set(opts))
+    if k < 2:
+        return None
+    cycle = opts[:k]
+    regular = len(set(cycle)) == k and all(o == cycle[i % k] for i, o in enumerate(opts))
+    if regular:
+        return (
+            f"{k} optimizers call step() each iteration, and each optimizer.step() ends a training "
+            f"step: one iteration is {k} steps here"
+        )
+    return (
+        f"{k} optimizers call step() in the trace, and each optimizer.step() ends a training step: "
+        "a step here is one optimizer's update, not an iteration"
+    )
+
+
 def _after_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-    step()
+    _end(id(optimizer))
 
 
 _hook = register_optimizer_step_post_hook(_after_optimizer_step)

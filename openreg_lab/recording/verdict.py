@@ -3,8 +3,10 @@ dashboard's header and ``openreg-lab run`` alike.
 
 What share of the traced time went to CPU fallbacks (their copies and their CPU compute apart),
 to copies and to autocast casts; the operators to implement first, ranked by the time a native
-kernel would save, each with its calls, bytes moved and source lines; the median training step;
-and the warnings that change how to read the rest.
+kernel would save, each with its calls, bytes moved and source lines; where the wall time of step 0
+and of the median step went (device ops, compilation, host Python, waiting: Note [Accounting for
+the wall time] in ``accounting``); and the warnings that change how to read the rest.
+``str(verdict)`` is its text, as ``openreg-lab run`` prints it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Any
 import pandas as pd
 
 from openreg_lab import theme
-from openreg_lab.recording import analysis, breakdown, steps
+from openreg_lab.recording import accounting, analysis, breakdown, steps
+from openreg_lab.recording import host as _host
 
 #: How many operators the verdict ranks.
 TOP = 5
@@ -38,7 +41,7 @@ class Share:
     detail: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Verdict:
     """See the module docstring. ``first``: one dict a ranked operator (``name``, ``calls``,
     ``saves_ns``, ``share``, ``bytes_moved``, ``copy_ns``, ``cpu_ns``, ``sources``)."""
@@ -49,6 +52,17 @@ class Verdict:
     more: int  # fallen-back operators beyond the ranked ones
     step: str | None  # the first step and the median step, in words
     warnings: list[str] = field(default_factory=list)
+    #: Where the wall time went: step 0 and the median step (or the whole trace without steps).
+    time: list[accounting.WallTime] = field(default_factory=list)
+    #: Several optimizers ending steps, in words (``steps.per_iteration``); None otherwise.
+    iterations: str | None = None
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def __repr__(self) -> str:
+        first = f"; {self.time[0].summary()}" if self.time else ""
+        return f"<openreg Verdict: {self.headline()}{first}>".replace("\n", " ")
 
     def headline(self) -> str:
         """One sentence: the fallbacks' share and the first operator to implement."""
@@ -68,6 +82,8 @@ class Verdict:
         out += [f"  {s.label}: {s.share:.1%} ({theme.format_ns(s.ns)}{s.detail})" for s in self.shares]
         if self.step:
             out.append(f"  {self.step}")
+        if self.iterations:
+            out.append(f"  {self.iterations}")
         if self.first:
             out.append("implement first (by the time a native kernel would save):")
             for i, r in enumerate(self.first, 1):
@@ -79,6 +95,9 @@ class Verdict:
                 )
             if self.more:
                 out.append(f"  ... and {self.more} more ops that fell back")
+        if self.time:
+            out.append("where the wall time went:")
+            out += [f"  {line}" for w in self.time for line in w.lines()]
         out += [f"warning: {w}" for w in self.warnings]
         return out
 
@@ -91,8 +110,14 @@ def verdict(
     op_events: str = "all",
     profile: str | None = None,
     skipped: str | None = None,
+    samples: _host.Samples | None = None,
+    t0: int = 0,
+    host_sampling: bool = False,
+    step_sources: list[int] | None = None,
+    thread_index: dict[int, int] | None = None,
 ) -> Verdict:
-    """The verdict of a trace's events (``Trace.verdict()`` passes the trace's settings)."""
+    """The verdict of a trace's events (``Trace.verdict()`` passes the trace's settings, its host
+    samples and what ended each step)."""
     span = analysis.span(events)
     kind = events["kind"]
     dur = events["dur_ns"].clip(lower=0)
@@ -130,6 +155,7 @@ def verdict(
             f": {len(casts):,} casts, {theme.format_bytes(int(casts['bytes'].sum()))}",
         ),
     ]
+    table = steps.table(events)  # once: the step sentence and the wall times read it
     first = [
         {
             "name": r.name,
@@ -148,17 +174,65 @@ def verdict(
         shares=shares,
         first=first,
         more=max(len(fb) - TOP, 0),
-        step=_step_sentence(events),
+        step=_step_sentence(table),
         warnings=_warnings(events, dropped, capacity, op_events, profile, skipped),
+        time=_wall_times(events, table, samples, t0, host_sampling, thread_index or {}),
+        iterations=steps.per_iteration(step_sources or []),
     )
+
+
+def _wall_times(
+    events: pd.DataFrame,
+    table: pd.DataFrame,
+    samples: _host.Samples | None,
+    t0: int,
+    sampled: bool,
+    thread_index: dict[int, int],
+) -> list[accounting.WallTime]:
+    """Step 0 and the median of the complete steps after it; the whole trace when no step ended."""
+    done = table[table["complete"]] if len(table) else table
+    if done.empty:
+        span = analysis.span(events)
+        if samples is not None and len(samples):
+            span = max(span, int(samples.time.max()) - t0)
+        if span <= 0:
+            return []
+        return [accounting.account(events, samples, t0, thread_index, 0, span, "the traced time", sampled)]
+    out = []
+    first = done.iloc[0]
+    a = int(first["start_ns"])
+    out.append(
+        accounting.account(
+            events,
+            samples,
+            t0,
+            thread_index,
+            a,
+            a + int(first["dur_ns"]),
+            f"step {int(first['step'])}",
+            sampled,
+        )
+    )
+    rest = done.iloc[1:]
+    if len(rest):
+        order = rest.sort_values("dur_ns", kind="stable")
+        mid = order.iloc[(len(order) - 1) // 2]
+        a = int(mid["start_ns"])
+        label = (
+            f"the median step (step {int(mid['step'])} of the {len(rest)} after step {int(first['step'])})"
+        )
+        out.append(
+            accounting.account(events, samples, t0, thread_index, a, a + int(mid["dur_ns"]), label, sampled)
+        )
+    return out
 
 
 def _calls(n: int) -> str:
     return "1 call" if n == 1 else f"{n:,} calls"
 
 
-def _step_sentence(events: pd.DataFrame) -> str | None:
-    s = steps.steady_state(steps.table(events))
+def _step_sentence(table: pd.DataFrame) -> str | None:
+    s = steps.steady_state(table)
     if s is None:
         return None
     first = s["first"]
@@ -166,7 +240,7 @@ def _step_sentence(events: pd.DataFrame) -> str | None:
     if s["median_ns"] is None:
         return text + " (the only complete step)"
     after = "the step after it" if s["steady"] == 1 else f"the median of the {s['steady']} steps after it"
-    return f"{text} (first-sight table reads, allocator warm-up); {after}: {theme.format_ns(s['median_ns'])}"
+    return f"{text}; {after}: {theme.format_ns(s['median_ns'])}"
 
 
 def _warnings(

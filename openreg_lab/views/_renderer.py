@@ -37,4 +37,5 @@ class TraceRenderer:
             op_events=trace.ops,
             coverage=coverage(trace=trace),
             verdict=trace.verdict(),
+            host=trace.host_events,
         )

@@ -18,6 +18,7 @@ import traitlets
 
 from openreg_lab import theme
 from openreg_lab.recording import analysis, breakdown, flow, lookup
+from openreg_lab.recording import host as _host
 from openreg_lab.recording.verdict import Verdict
 from openreg_lab.recording.verdict import verdict as verdict_of
 from openreg_lab.views import charts, png, static
@@ -59,12 +60,15 @@ class Dashboard(w.VBox):
         capacity: int | None = None,
         op_events: str = "all",
         verdict: Verdict | None = None,
+        host: pd.DataFrame | None = None,
     ) -> None:
+        """``host``: the trace's host slices (``Trace.host_events``), drawn under each thread."""
         self.events = events
         self.dropped = dropped
         self.capacity = capacity
         self.op_events = op_events  # the trace's ops= ("all" or "kernels"), said in the header
-        self.pyramid = Pyramid(events)
+        self.drawn = _host.with_events(events, host)  # the events and the host slices
+        self.pyramid = Pyramid(self.drawn)
         self.selection = Selection()
         self.ops = analysis.summary(events)
         self.flows = flow.dispatch_flows(events)
@@ -76,7 +80,7 @@ class Dashboard(w.VBox):
             else verdict_of(events, dropped=dropped, capacity=capacity, op_events=op_events)
         )
         self.header = w.HTML(static.header_html(events, self.verdict))
-        self.timeline = Timeline(events, self.pyramid, layout=w.Layout(width="100%"))
+        self.timeline = Timeline(self.drawn, self.pyramid, layout=w.Layout(width="100%"))
         devices = sorted(d for d in self.ops["device"].unique() if d != "-")
         self.table = Table(
             self.ops,
@@ -250,4 +254,5 @@ def dashboard(trace: Any) -> Dashboard:
         capacity=trace.capacity,
         op_events=trace.ops,
         verdict=trace.verdict(),
+        host=trace.host_events,
     )

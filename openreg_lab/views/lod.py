@@ -40,6 +40,8 @@ COLOR_KEYS = (
     "compile",
     "collective",
     "collective wait",
+    "python",
+    "python waiting",
 )
 PALETTE = [
     *(theme.KERNEL_COLORS[k] for k in ("native", "fallback", "composite", "generic")),
@@ -51,6 +53,8 @@ PALETTE = [
     theme.COMPILE_COLOR,
     theme.COLLECTIVE_COLOR,
     theme.COLLECTIVE_WAIT_COLOR,
+    theme.HOST_COLOR,
+    theme.HOST_WAIT_COLOR,
 ]
 _SLICE_KINDS = ("op", "backward", "fallback", "compiled", "compile")
 
@@ -59,7 +63,7 @@ _SLICE_KINDS = ("op", "backward", "fallback", "compiled", "compile")
 class Row:
     """One row of the timeline: a nesting depth of a thread's lane, or a copy / cast lane."""
 
-    lane: str  #: "thread 0", "copies H2D", "casts"
+    lane: str  #: "thread 0", "python 0" (its sampled Python), "copies H2D", "casts"
     depth: int
 
 
@@ -133,6 +137,10 @@ class Pyramid:
         # Several ranks' events (recording.ranks.merged_events, a ``rank`` column): a lane group a rank.
         rank = events["rank"].to_numpy() if "rank" in events.columns else None
         groups = [None] if rank is None else sorted({int(r) for r in np.unique(rank)})
+        # Host slices (kind "host", recording/host.with_events) nest among themselves: a flame of
+        # the thread's sampled Python in the rows right under the thread's own.
+        is_host = kind.eq("host")
+        host_depth = _depth(parent, is_host) if is_host.any() else depth
         is_copy = kind.eq("copy")
         is_cast = kind.eq("cast")
         # A collective runs on after the op that issued it returns (Note [Collective events]), so
@@ -141,11 +149,15 @@ class Pyramid:
         for g in groups:
             ours = np.ones(n, dtype=bool) if g is None else rank == g
             prefix = "" if g is None else f"rank {g} · "
-            for t in np.unique(thread[is_slice & ours]):
+            for t in np.unique(np.r_[thread[is_slice & ours], thread[is_host & ours]]):
                 mine = is_slice & ours & (thread == t)
-                for d in range(int(depth[mine].max()) + 1):
+                for d in range(int(depth[mine].max()) + 1 if mine.any() else 0):
                     row_of[mine & (depth == d)] = len(rows)
                     rows.append(Row(f"{prefix}thread {int(t)}", d))
+                mine = is_host & ours & (thread == t)
+                for d in range(int(host_depth[mine].max()) + 1 if mine.any() else 0):
+                    row_of[mine & (host_depth == d)] = len(rows)
+                    rows.append(Row(f"{prefix}python {int(t)}" if t >= 0 else f"{prefix}python", d))
             for direction in ("H2D", "D2H", "D2D"):
                 mine = is_copy & ours & names.eq(direction)
                 if mine.any():
@@ -159,6 +171,10 @@ class Pyramid:
                 rows.append(Row(f"{prefix}collectives", 0))
         self.rows = rows
         self.color = _colors(kind, _Codes(events["kernel"].to_numpy()), names)
+        if is_host.any():
+            waiting = (events["reason"].to_numpy() == "waiting") & is_host
+            self.color[is_host] = COLOR_KEYS.index("python")
+            self.color[waiting] = COLOR_KEYS.index("python waiting")
         drawn = np.flatnonzero(row_of >= 0)
         order = drawn[np.lexsort((start[drawn], row_of[drawn]))]
         self.slice_count = len(order)

@@ -22,6 +22,7 @@ import torch
 
 from openreg_lab import theme
 from openreg_lab.recording import _atomic, analysis, breakdown, flow
+from openreg_lab.recording import host as _host
 from openreg_lab.recording.verdict import Verdict
 from openreg_lab.recording.verdict import verdict as verdict_of
 from openreg_lab.views import charts, static
@@ -45,13 +46,15 @@ def report_html(
     coverage: pd.DataFrame | None = None,
     op_events: str = "all",
     verdict: Verdict | None = None,
+    host: pd.DataFrame | None = None,
 ) -> str:
     """The report as one HTML string (see the module's docstring): the verdict first, then the
     timeline, the op table and the charts; what was run last, collapsed."""
     import plotly.io as pio
     import plotly.offline
 
-    pyramid = Pyramid(events)
+    drawn = _host.with_events(events, host)  # the timeline draws the host slices too
+    pyramid = Pyramid(drawn)
     title = title or "openreg-lab trace report"
     info = {
         "torch": torch.__version__,
@@ -76,7 +79,7 @@ def report_html(
         chart_html.append(f"<section><h2>{html.escape(name)}</h2>{div}</section>")
         if name == "Fallbacks":
             chart_html.append(static.fallback_bars_html(fb, breakdown.savings_sentence(fb)))
-    levels, kept = _timeline_levels(pyramid, events)
+    levels, kept = _timeline_levels(pyramid, drawn)
     model = {
         "rows": rows_of(pyramid),
         "palette": PALETTE,
@@ -226,6 +229,7 @@ def write_report(
     coverage: pd.DataFrame | None = None,
     op_events: str = "all",
     verdict: Verdict | None = None,
+    host: pd.DataFrame | None = None,
 ) -> None:
     """Write ``report_html(...)`` to ``path``; a path that cannot be written raises ``OSError``
     naming it."""
@@ -238,6 +242,7 @@ def write_report(
         coverage=coverage,
         op_events=op_events,
         verdict=verdict,
+        host=host,
     )
     try:
         with _atomic.replacing(path, "w", encoding="utf-8") as f:

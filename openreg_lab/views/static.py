@@ -86,6 +86,9 @@ def verdict_html(v: Verdict) -> str:
         for sh in v.shares
     )
     step = f"<div class='openreg-step-verdict'>{html.escape(v.step)}</div>" if v.step else ""
+    if v.iterations:
+        step += f"<div class='openreg-iterations'>{html.escape(v.iterations)}</div>"
+    step += wall_time_html(v)
     first = ""
     if v.first:
         rows = pd.DataFrame(v.first)
@@ -106,6 +109,40 @@ def verdict_html(v: Verdict) -> str:
         "<div class='openreg-headline' style='font-size:14px;margin-bottom:4px'>"
         f"<b>{html.escape(v.headline())}</b></div>{warns}{bars}{step}{first}</div>"
     )
+
+
+#: The colour of each part of the wall time (``recording/accounting.PARTS``).
+PART_COLORS = {
+    "device ops": theme.kernel_color("native"),
+    "compilation": theme.COMPILE_COLOR,
+    "host Python": theme.HOST_COLOR,
+    "waiting": theme.HOST_WAIT_COLOR,
+    "not sampled": "#eeeeee",
+}
+
+
+def wall_time_html(v: Verdict) -> str:
+    """Where the wall time of step 0 and the median step went (``Verdict.time``): a bar split into
+    device ops, compilation, host Python and waiting, and the functions and waits that took it."""
+    if not v.time:
+        return ""
+    out = ["<div class='openreg-wall-time' style='margin-top:4px'><b>Where the wall time went</b>"]
+    for w in v.time:
+        bar = "".join(
+            f"<span class='openreg-part' data-part='{html.escape(p)}' data-ns='{ns}' "
+            f"title='{html.escape(p)}: {html.escape(theme.format_ns(ns))}' style='display:inline-block;"
+            f"width:{(ns / w.wall_ns if w.wall_ns else 0) * 360:.1f}px;height:10px;"
+            f"background:{PART_COLORS[p]}'></span>"
+            for p, ns in w.parts.items()
+            if ns > 0
+        )
+        out.append(f"<div class='openreg-step-time'><div>{html.escape(w.summary())}</div><div>{bar}</div>")
+        for title, named in (("host Python", w.python), ("waiting", w.waiting)):
+            if named:
+                items = "; ".join(html.escape(n.text()) for n in named)
+                out.append(f"<div style='color:#555;margin-left:12px'>{title}: {items}</div>")
+        out.append("</div>")
+    return "".join(out) + "</div>"
 
 
 def table_html(

@@ -37,6 +37,8 @@ COLOR_NAMES = [
     "compile",
     "collective",
     "collective wait",
+    "host Python",
+    "host waiting",
 ]
 assert len(COLOR_NAMES) == len(COLOR_KEYS) == len(PALETTE)
 

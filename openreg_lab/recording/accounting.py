@@ -1,0 +1,250 @@
+"""Where the wall time of a step went: device ops, compilation, host Python, waiting.
+
+Note [Accounting for the wall time]
+A step's wall time is painted, nanosecond by nanosecond, with the first of these that covers it:
+compilation (a ``compile`` event, on any thread), waiting on a collective (a ``wait ...``
+collective event), device ops (an op, backward, fallback, copy, cast or compiled event on any
+thread: within them CPU fallbacks first, then autocast casts, then copies, then the other ops),
+and last the host samples of the thread that ends the steps: time it waited (off the CPU and not
+runnable, Note [Host samples]) is waiting, the rest host Python. What no event and no sample covers
+is said as not sampled. Every part is measured; the parts add up to the wall time. Host Python is
+named by the innermost frame of the user's code (not torch's, the standard library's or an installed
+package's) with its hottest line; waiting by the name called at the waiting line (``time.sleep``)
+and the frame it waited in, as data loading when ``torch.utils.data`` is on the stack.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from openreg_lab import theme
+from openreg_lab.recording import host as _host
+
+#: How many host functions and waits a part names.
+TOP = 3
+_OP_KINDS = ("op", "backward", "fallback", "copy", "cast", "compiled")
+#: The labels of the parts, in the order they are said.
+PARTS = ("device ops", "compilation", "host Python", "waiting", "not sampled")
+OP_PARTS = ("CPU fallbacks", "autocast casts", "copies", "other ops")
+_DATA = os.sep + os.path.join("torch", "utils", "data") + os.sep
+
+
+@dataclass(frozen=True)
+class Named:
+    """One named cause inside a part: ``what`` (``busy``, ``time.sleep in load``), ``where``
+    (``file:line``), ``kind`` (for a wait: sleep, data loading, collective, wait) and its time."""
+
+    what: str
+    where: str
+    ns: int
+    kind: str = ""
+
+    def text(self) -> str:
+        where = f" ({self.where})" if self.where else ""
+        kind = f" [{self.kind}]" if self.kind else ""
+        return f"{self.what}{where} {theme.format_ns(self.ns)}{kind}"
+
+
+@dataclass(frozen=True)
+class WallTime:
+    """The wall time of one step (or of the whole trace) split into ``PARTS``; ``ops`` splits the
+    device ops into ``OP_PARTS``; ``python`` and ``waiting`` name their top causes."""
+
+    label: str
+    wall_ns: int
+    parts: dict[str, int]
+    ops: dict[str, int]
+    python: list[Named] = field(default_factory=list)
+    waiting: list[Named] = field(default_factory=list)
+    sampled: bool = True
+
+    def share(self, part: str) -> float:
+        return self.parts.get(part, 0) / self.wall_ns if self.wall_ns else 0.0
+
+    def summary(self) -> str:
+        """One line: the wall time and each part's share."""
+        out = []
+        for p in PARTS:
+            ns = self.parts.get(p, 0)
+            if p == "not sampled" and not ns:
+                continue
+            text = f"{p} {theme.format_ns(ns)} ({self.share(p):.0%})"
+            if p == "device ops" and ns:
+                inner = ", ".join(f"{k} {theme.format_ns(v)}" for k, v in self.ops.items() if v)
+                text += f" [{inner}]"
+            if p == "not sampled" and not self.sampled:
+                text += " [trace(host=False): the host was not sampled]"
+            out.append(text)
+        return f"{self.label} took {theme.format_ns(self.wall_ns)}: " + ", ".join(out)
+
+    def lines(self) -> list[str]:
+        out = [self.summary()]
+        if self.python:
+            out.append("  host Python: " + "; ".join(n.text() for n in self.python))
+        if self.waiting:
+            out.append("  waiting: " + "; ".join(n.text() for n in self.waiting))
+        return out
+
+
+def account(
+    events: pd.DataFrame,
+    samples: _host.Samples | None,
+    t0: int,
+    thread_index: dict[int, int],
+    start: int,
+    end: int,
+    label: str,
+    sampled: bool,
+) -> WallTime:
+    """Split ``[start, end)`` (ns from the trace's start) as Note [Accounting for the wall time] says."""
+    kind = events["kind"].to_numpy()
+    name = events["name"].to_numpy()
+    s0 = events["start_ns"].to_numpy().astype(np.int64)
+    dur = events["dur_ns"].to_numpy().astype(np.int64)
+    e0 = np.where(dur < 0, end, s0 + np.maximum(dur, 0))  # still running at the end: to the end
+    inside = (s0 < end) & (e0 > start)
+    is_wait = kind == "collective"
+    is_wait[is_wait] = [isinstance(n, str) and n.startswith("wait ") for n in name[is_wait]]
+    layers: list[tuple[str, np.ndarray]] = [
+        ("compilation", inside & (kind == "compile")),
+        ("waiting", inside & is_wait),
+        ("CPU fallbacks", inside & (kind == "fallback")),
+        ("autocast casts", inside & (kind == "cast")),
+        ("copies", inside & (kind == "copy")),
+        ("other ops", inside & np.isin(kind, _OP_KINDS)),
+    ]
+    iv = _host.intervals(samples, t0) if samples is not None else None
+    thread = _step_thread(events, iv, thread_index)
+    mine = None
+    if iv is not None and thread is not None:
+        m = np.flatnonzero((iv.thread == thread) & (iv.start < end) & (iv.end > start))
+        mine = m
+    bounds = [np.array([start, end], dtype=np.int64)]
+    for _, mask in layers:
+        bounds += [np.clip(s0[mask], start, end), np.clip(e0[mask], start, end)]
+    if mine is not None and len(mine):
+        bounds += [np.clip(iv.start[mine], start, end), np.clip(iv.end[mine], start, end)]
+    edges = np.unique(np.concatenate(bounds))
+    seg = np.diff(edges)
+    label_of = np.full(len(seg), -1, dtype=np.int64)  # index into layers, then 6: sampled
+    for i, (_, mask) in enumerate(layers):
+        covered = _covered(edges, s0[mask], e0[mask])
+        label_of[(label_of < 0) & covered] = i
+    ops = {k: int(seg[label_of == i].sum()) for i, (k, _) in enumerate(layers) if k in OP_PARTS}
+    parts = {
+        "device ops": sum(ops.values()),
+        "compilation": int(seg[label_of == 0].sum()),
+        "host Python": 0,
+        "waiting": int(seg[label_of == 1].sum()),
+    }
+    waits: dict[tuple[str, str, str], int] = {}
+    for i in np.flatnonzero((label_of == 1) & (seg > 0)):  # collective waits, by their name
+        hit = np.flatnonzero(layers[1][1] & (s0 <= edges[i]) & (e0 > edges[i]))
+        k = (str(name[hit[0]]) if len(hit) else "collective", "", "collective")
+        waits[k] = waits.get(k, 0) + int(seg[i])
+    python: dict[tuple[str, str, int], dict[int, int]] = {}
+    free = np.flatnonzero((label_of < 0) & (seg > 0))
+    if mine is not None and len(mine) and samples is not None and len(free):
+        _attribute(samples, iv, mine, edges, seg, free, parts, python, waits)
+    parts["not sampled"] = int(seg.sum()) - sum(parts.values())
+    return WallTime(
+        label,
+        int(end - start),
+        parts,
+        ops,
+        python=_top_python(python),
+        waiting=[Named(w, where, ns, k) for (w, where, k), ns in sorted(waits.items(), key=lambda x: -x[1])][
+            :TOP
+        ],
+        sampled=sampled,
+    )
+
+
+def _covered(edges: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Per segment between ``edges``, whether an interval ``[s, e)`` covers it."""
+    n = len(edges) - 1
+    if n <= 0 or not len(s):
+        return np.zeros(max(n, 0), dtype=bool)
+    diff = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(diff, np.clip(np.searchsorted(edges, s, side="left"), 0, n), 1)
+    np.add.at(diff, np.clip(np.searchsorted(edges, e, side="left"), 0, n), -1)
+    return np.cumsum(diff[:n]) > 0
+
+
+def _step_thread(
+    events: pd.DataFrame, iv: _host.Intervals | None, thread_index: dict[int, int]
+) -> int | None:
+    """The OS thread whose samples count: the one that ends the steps, else the most sampled one."""
+    if iv is None or not len(iv):
+        return None
+    steps_ = events.loc[events["kind"] == "step", "thread"]
+    if len(steps_):
+        os_of = {i: os_id for os_id, i in thread_index.items()}
+        t = os_of.get(int(steps_.iloc[-1]))
+        if t is not None and (iv.thread == t).any():
+            return t
+    ids, counts = np.unique(iv.thread, return_counts=True)
+    return int(ids[np.argmax(counts)])
+
+
+def _attribute(
+    samples: _host.Samples,
+    iv: _host.Intervals,
+    mine: np.ndarray,
+    edges: np.ndarray,
+    seg: np.ndarray,
+    free: np.ndarray,
+    parts: dict[str, int],
+    python: dict[tuple[str, str, int], dict[int, int]],
+    waits: dict[tuple[str, str, str], int],
+) -> None:
+    """Give the segments no event covers to the sample interval covering them: waiting when the
+    thread waited through most of the interval, host Python otherwise."""
+    starts = iv.start[mine]
+    at = np.searchsorted(starts, edges[free], side="right") - 1
+    ok = (at >= 0) & (edges[free] < iv.end[mine][np.maximum(at, 0)])
+    prefixes = _host.library_prefixes()
+    path = _host.paths(samples)
+    text = samples.strings
+    per = np.bincount(at[ok], weights=seg[free[ok]], minlength=len(mine)).astype(np.int64)
+    for a in np.flatnonzero(per).tolist():
+        k = int(mine[a])
+        node = int(iv.node[k])
+        if node < 0:
+            continue
+        ns = int(per[a])
+        span = int(iv.end[k] - iv.start[k])
+        if span and iv.wait[k] * 2 > span:
+            leaf = node
+            callee = text[int(samples.callee[leaf])]
+            in_data = any(_DATA in text[int(samples.file[n])] for n in path[node])
+            how = "data loading" if in_data else "sleep" if callee.endswith("sleep") else "wait"
+            func = text[int(samples.function[leaf])]
+            what = f"{callee} in {func}" if callee else func
+            where = _where(text[int(samples.file[leaf])], int(samples.line[leaf]))
+            waits[(what, where, how)] = waits.get((what, where, how), 0) + ns
+            parts["waiting"] += ns
+        else:
+            u = _host.user_node(samples, node, prefixes, path)
+            key = (text[int(samples.function[u])], text[int(samples.file[u])], int(samples.first_line[u]))
+            lines = python.setdefault(key, {})
+            line = int(samples.line[u])
+            lines[line] = lines.get(line, 0) + ns
+            parts["host Python"] += ns
+
+
+def _where(file: str, line: int) -> str:
+    """``file:line``; nothing for a frozen module (``<frozen runpy>``: no file to open)."""
+    return "" if file.startswith("<frozen ") else f"{file}:{line}"
+
+
+def _top_python(python: dict[tuple[str, str, int], dict[int, int]]) -> list[Named]:
+    rows = []
+    for (func, file, _), lines in python.items():
+        hot = max(lines.items(), key=lambda x: x[1])[0]
+        rows.append(Named(func, _where(file, hot), sum(lines.values())))
+    return sorted(rows, key=lambda n: -n.ns)[:TOP]
