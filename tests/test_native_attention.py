@@ -371,25 +371,38 @@ class _Attention(torch.nn.Module):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).flatten(-2)
 
 
-def test_compiled_code_calls_the_fused_kernel_as_an_extern_kernel():
+def test_compiled_code_calls_the_fused_kernel_forward_and_backward_as_extern_kernels():
     from torch._inductor.utils import run_and_get_code
 
     torch._dynamo.reset()
     torch.manual_seed(0)
     model = _Attention().to(DEV)
+    eager = _Attention().to(DEV)
+    eager.load_state_dict(model.state_dict())
     x = dev(torch.randn(2, 6, 16))
-    expected = model(x)
     compiled = torch.compile(model)
+
+    def step(m: torch.nn.Module) -> torch.Tensor:
+        out = m(x)
+        (out * out).sum().backward()
+        return out
+
     try:
-        out, codes = run_and_get_code(compiled, x)
-        torch.testing.assert_close(out.cpu(), expected.cpu(), rtol=1e-5, atol=1e-5)
-        assert "aten._scaled_dot_product_fused_attention_overrideable.default(" in codes[0]
+        out, codes = run_and_get_code(step, compiled)
+        torch.testing.assert_close(out.cpu(), step(eager).cpu(), rtol=1e-5, atol=1e-5)
+        for p, q in zip(model.parameters(), eager.parameters(), strict=True):
+            torch.testing.assert_close(p.grad.cpu(), q.grad.cpu(), rtol=1e-5, atol=1e-5)
+        forward, backward = codes
+        assert "aten._scaled_dot_product_fused_attention_overrideable.default(" in forward
+        assert "aten._scaled_dot_product_fused_attention_overrideable_backward.default(" in backward
         with openreg_lab.trace() as t:
-            compiled(x)
+            step(compiled)
         ev = t.events
-        region = int(ev[(ev.kind == "compiled") & ev.fused.isna()].id.iloc[0])
-        fused = ev[(ev.kind == "op") & (ev.name == FUSED)]
-        assert fused.kernel.tolist() == ["native"] and fused.parent.tolist() == [region]
-        assert _kinds_under(ev, {FUSED}) == {"op", "alloc"}
+        regions = ev[(ev.kind == "compiled") & ev.fused.isna()]
+        assert regions.name.tolist() == ["graph 0/0 forward", "graph 0/0 backward"]
+        for name, region in zip((FUSED, FUSED_BWD), regions.id, strict=True):
+            op = ev[(ev.kind == "op") & (ev.name == name)]
+            assert op.kernel.tolist() == ["native"] and op.parent.tolist() == [region]
+        assert _kinds_under(ev, {FUSED, FUSED_BWD}) == {"op", "alloc"}
     finally:
         torch._dynamo.reset()
