@@ -103,6 +103,19 @@ def test_sdpa_kernel_decides_and_a_disabled_backend_says_why():
                 F.scaled_dot_product_attention(q, k[:, :2], v[:, :2])
 
 
+@pytest.mark.parametrize("profile", ["cpu", "minimal"])
+def test_a_backend_profile_without_the_fused_kernel_takes_the_math_path(profile):
+    q, k, v = _qkv()
+    with openreg_lab.use_profile(profile), openreg_lab.trace() as t:
+        out = F.scaled_dot_product_attention(dev(q), dev(k), dev(v), is_causal=True)
+    names = set(t.summary().name)
+    assert FUSED not in names and "aten::_scaled_dot_product_attention_math" in names
+    torch.testing.assert_close(out.cpu(), F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    with openreg_lab.trace() as t:  # and the kernel is back once the profile ends
+        F.scaled_dot_product_attention(dev(q), dev(k), dev(v))
+    assert FUSED in set(t.summary().name)
+
+
 def test_calling_the_op_with_what_it_cannot_run_names_the_problem():
     q, k, v = (dev(t) for t in _qkv())
     with pytest.raises(RuntimeError, match=r"is_causal with an explicit attn_mask; call torch\.nn"):

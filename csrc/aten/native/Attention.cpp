@@ -7,17 +7,19 @@
 //  - The choice (AttentionChoice.cpp). scaled_dot_product_attention asks the
 //    device which backend to run. openreg answers "overrideable" when
 //    `attention::unsupported` (below) finds nothing it cannot run and the user
-//    has not switched that backend off (torch.nn.attention.sdpa_kernel);
+//    has not switched that backend off (torch.nn.attention.sdpa_kernel) and
+//    no backend profile has switched the kernel off (Note [Profiles]);
 //    otherwise "math", PyTorch's decomposition into matmul, softmax and
-//    dropout, exactly as CPU falls back to it. The fused kernel runs 3-D and
+//    dropout, exactly as CPU falls back to it. It chooses the fused kernel for
 //    4-D dense openreg tensors of one floating dtype (float32, float64,
 //    bfloat16, float16) with equal batch sizes, boolean or same-dtype masks
 //    that broadcast to (B, H, L, S), is_causal (top-left, as CPU's), any
 //    scale, dropout below 1, and grouped-query attention (the query's heads a
-//    multiple of the key's, with enable_gqa). The overrideable op is not
-//    given enable_gqa: it reads grouping from the head counts, so the choice
-//    is what keeps a mismatch without enable_gqa on the math path, which
-//    raises PyTorch's error.
+//    multiple of the key's, with enable_gqa). The op itself also runs 3-D
+//    inputs, which the choice leaves to the math path as CPU does. The
+//    overrideable op is not given enable_gqa: it reads grouping from the head
+//    counts, so the choice is what keeps a mismatch without enable_gqa on the
+//    math path, which raises PyTorch's error.
 //  - The forward and backward (this file). openreg's "vendor attention
 //    library" is the host's: the kernels run on host views of the device
 //    tensors (Note [Device memory is host memory]), as the device BLAS does

@@ -9,6 +9,7 @@
 // Note [Fused attention on openreg] (Attention.cpp).
 
 #include "aten/Registration.h"
+#include "aten/fallback/Profile.h"
 #include "aten/native/Attention.h"
 
 #include <ATen/Context.h>
@@ -18,12 +19,26 @@
 namespace openreg {
 namespace {
 
+// Whether the fused kernel is in the dispatcher's table: a backend profile
+// (Note [Profiles]) switches openreg's kernels off, and then scaled dot
+// product attention takes the math path, as on a backend without the kernel.
+bool fused_kernel_active() {
+  if (!profile_name().has_value()) {
+    return true;
+  }
+  static const c10::OperatorName op("aten::_scaled_dot_product_fused_attention_overrideable", "");
+  return profile_covers(op);
+}
+
 int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                          const std::optional<at::Tensor>& attn_mask, double dropout_p,
                          bool is_causal, std::optional<double> /*scale*/, bool enable_gqa) {
   const auto& ctx = at::globalContext();
   const char* reason =
       attention::unsupported(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa);
+  if (reason == nullptr && !fused_kernel_active()) {
+    reason = "the active backend profile has no fused attention kernel";
+  }
   if (reason == nullptr && query.dim() != 4) {
     // The kernel runs 3-D inputs too, but CPU sends them to the math path
     // (its flash kernel takes 4-D only): so does openreg, so that both round
