@@ -245,27 +245,33 @@ def _fused(q, k, v, p, **kw):
     )
 
 
-def test_dropout_is_the_math_formula_with_the_kernels_own_mask():
-    q, k, v = (dev(t).requires_grad_() for t in _qkv(n=16, s=16))
-    mask = dev(torch.randn(16, 16))
+@pytest.mark.parametrize(("kv_heads", "causal"), [(4, False), (2, True)], ids=["masked", "gqa-causal"])
+def test_dropout_is_the_math_formula_with_the_kernels_own_mask(kv_heads, causal):
+    q, k, v = (dev(t).requires_grad_() for t in _qkv(hk=kv_heads, n=16, s=16))
+    bias = None if causal else torch.randn(16, 16)
     p = 0.3
     torch.manual_seed(7)
     with native():
-        res = _fused(q, k, v, p, attn_bias=mask, scale=0.4)
+        res = _fused(q, k, v, p, attn_bias=None if bias is None else dev(bias), is_causal=causal, scale=0.4)
     out, keep = res[0], res[8]
     assert keep.dtype == torch.bool and keep.shape == (2, 4, 16, 16) and keep.device == DEV
     kept = keep.cpu().float().mean().item()
     assert abs(kept - (1 - p)) < 0.05  # 2048 draws: 4.5 standard deviations
-    # the same computation by hand on CPU, with that mask
+    # the same computation by hand on CPU, with that mask (key heads repeated for each group)
     qc, kc, vc = (t.detach().cpu().requires_grad_() for t in (q, k, v))
-    probs = torch.softmax(qc @ kc.transpose(-2, -1) * 0.4 + mask.cpu(), -1)
-    expected = (probs * keep.cpu() / (1 - p)) @ vc
+    groups = 4 // kv_heads
+    kr, vr = kc.repeat_interleave(groups, 1), vc.repeat_interleave(groups, 1)
+    if causal:
+        bias = torch.zeros(16, 16).masked_fill(torch.ones(16, 16, dtype=torch.bool).triu(1), float("-inf"))
+    probs = torch.softmax(qc @ kr.transpose(-2, -1) * 0.4 + bias, -1)
+    expected = (probs * keep.cpu() / (1 - p)) @ vr
     torch.testing.assert_close(out.cpu(), expected, rtol=1e-5, atol=1e-6)
     # the backward draws the same mask again from the seed the forward returned
     w = torch.randn(expected.shape)
     a_grads = torch.autograd.grad((out * dev(w)).sum(), (q, k, v))
     e_grads = torch.autograd.grad((expected * w).sum(), (qc, kc, vc))
     for a, e in zip(a_grads, e_grads, strict=True):
+        assert a.shape == e.shape
         torch.testing.assert_close(a.cpu(), e, rtol=1e-5, atol=1e-6)
 
 
