@@ -27,8 +27,8 @@ EXTRA_DTYPES = (torch.float64, torch.float16, torch.bfloat16, torch.complex64, t
 # Wider tolerances (atol, rtol), each for a stated numerical reason; everything else uses
 # torch.testing.assert_close's float32 defaults (atol 1e-5, rtol 1.3e-6).
 TOLERANCE = {
-    # CPU runs its fused flash-attention kernel, openreg PyTorch's math decomposition (as any
-    # backend without a fused kernel does): the same function, summed in another order.
+    # The sample whose mask requires grad: CPU takes the math path, openreg's fused kernel its
+    # explicit path (Note [Fused attention on openreg]): the same function, summed in another order.
     "nn.functional.scaled_dot_product_attention": (1e-4, 1e-4),
     # The backward of least squares on ill-conditioned, underdetermined samples: differences of up
     # to 1.6e-5 between runs that differ only in memory layout.
@@ -54,10 +54,29 @@ DTYPE_TOLERANCE = {
     # 5.6e-4 (bfloat16), against assert_close's atol of 1e-5.
     ("softmax", torch.float16): (1e-4, 1e-3),
     ("softmax", torch.bfloat16): (1e-3, 1.6e-2),
+    # The sample with a mask that requires grad: CPU takes the math path for it, rounding scores and
+    # probabilities to 16 bits at each step; openreg's fused kernel accumulates in float (Note [Fused
+    # attention on openreg]). Results up to 52 differ by an ulp or two of the 16-bit type.
+    ("nn.functional.scaled_dot_product_attention", torch.float16): (1e-3, 1e-3),
+    ("nn.functional.scaled_dot_product_attention", torch.bfloat16): (5e-2, 1.6e-2),
 }
 
 # Ops whose outputs are uninitialised memory: only their metadata is comparable.
 UNINITIALIZED = {"empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided"}
+
+
+def _own_random_stream(case: Case, sample: Any) -> bool:
+    """Whether a sample's values come from a random stream openreg does not share with CPU.
+
+    Attention with dropout: openreg's fused kernel draws its dropout mask from a seed taken from
+    openreg's generator (Note [Fused attention on openreg] in csrc/aten/native/Attention.cpp), as
+    CUDA's flash kernel uses its own Philox stream, while CPU's math path draws from CPU's
+    generator. Only metadata is comparable; tests/test_native_attention.py checks that dropout
+    against the math formula with the kernel's own mask.
+    """
+    return (
+        case.op.name == "nn.functional.scaled_dot_product_attention" and sample.kwargs.get("dropout_p", 0) > 0
+    )
 
 
 class Mismatch(AssertionError):
@@ -191,7 +210,8 @@ def _check(case: Case, max_samples: int, dtype: torch.dtype, noncontiguous: bool
         torch.manual_seed(0)
         actual = op(sample.input, *sample.args, **sample.kwargs)
         tol = TOLERANCE.get(case.id) if dtype == DTYPE else DTYPE_TOLERANCE.get((case.id, dtype))
-        _compare("forward", actual, expected, values=op.name not in UNINITIALIZED, tol=tol)
+        values = op.name not in UNINITIALIZED and not _own_random_stream(case, sample)
+        _compare("forward", actual, expected, values=values, tol=tol)
         compared += 1
         if not grad:
             continue
@@ -206,5 +226,5 @@ def _check(case: Case, max_samples: int, dtype: torch.dtype, noncontiguous: bool
         except Exception:  # no CPU reference for this backward
             continue
         a_grads = torch.autograd.grad(_loss(a_out), dev_leaves, allow_unused=True)
-        _compare("backward", list(a_grads), list(e_grads), tol=tol)
+        _compare("backward", list(a_grads), list(e_grads), values=values, tol=tol)
     return compared
