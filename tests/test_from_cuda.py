@@ -240,3 +240,43 @@ def test_cuda_generators_are_openreg_generators():
         assert a.device == torch.device("openreg", 1) and torch.equal(a.cpu(), b.cpu())
         assert torch.Generator().device.type == "cpu"
     assert torch.Generator is torch._C.Generator
+
+
+def _python_calls_of_a_step(device: str) -> list[str]:
+    """The Python functions a small-op training step calls (after a first step), in order."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.GELU(), nn.Linear(16, 4)).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = torch.randn(4, 8, device=device), torch.randint(0, 4, (4,), device=device)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+
+    step()
+    calls: list[str] = []
+
+    def profile(frame, event, arg) -> None:
+        if event == "call":
+            calls.append(f"{frame.f_code.co_filename}:{frame.f_code.co_name}")
+
+    sys.setprofile(profile)
+    try:
+        step()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def test_a_training_step_under_from_cuda_runs_the_same_python_as_on_openreg():
+    # The per-op cost of the TorchFunctionMode this replaced came from Python run on every call: a
+    # step written for CUDA now runs exactly the Python that the step written for openreg runs.
+    native = _python_calls_of_a_step("openreg")
+    with openreg_lab.from_cuda():
+        ported = _python_calls_of_a_step("cuda")
+    ours = [c for c in ported if "openreg_lab/device/_cuda_" in c]
+    assert [c for c in ported if c not in ours] == native and len(native) > 50
+    # what remains is per step, not per op: the factories the step itself calls (backward's
+    # torch.ones_like seed, AdamW's torch.tensor step increment), each one wrapper call
+    assert [c.rpartition(":")[2] for c in ours] == ["wrapper", "wrapper", "map_device"]

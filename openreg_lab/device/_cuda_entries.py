@@ -130,20 +130,42 @@ def _factory_names() -> frozenset[str]:
     return frozenset(n for n in names if n[0].islower())  # not _internals, not Generator (mapped apart)
 
 
-def _factories(patches: Patches) -> None:
+@functools.cache
+def _factory_targets() -> tuple[tuple[Any, str], ...]:
+    """``(owner, name)`` of every factory to wrap: ``torch``'s, ``torch.fft``'s, ``torch.nested``'s
+    and ``Tensor``'s (computed once: entering a block stays cheap)."""
     names = _factory_names()
+    targets = []
     for owner, prefix in ((torch, ""), (torch.fft, "fft_"), (torch.nested, ""), (torch.Tensor, "")):
         for name in sorted(vars(owner) if owner is not torch.Tensor else dir(owner)):
             if prefix + name in names and name not in _TENSOR_ANYWHERE and callable(getattr(owner, name)):
-                patches.set(owner, name, _device_keyword(getattr(owner, name)))
+                targets.append((owner, name))
+    return tuple(targets)
+
+
+#: Wrappers made so far, by (owner, name): the same wrapper while the original is the same.
+_WRAPPERS: dict[tuple[int, str], tuple[Any, Any]] = {}
+
+
+def _wrapped(owner: Any, name: str, wrap: Callable[[Any], Any]) -> Any:
+    original = getattr(owner, name)
+    key = (id(owner), name)
+    if key not in _WRAPPERS or _WRAPPERS[key][0] is not original:
+        _WRAPPERS[key] = (original, wrap(original))
+    return _WRAPPERS[key][1]
+
+
+def _factories(patches: Patches) -> None:
+    for owner, name in _factory_targets():
+        patches.set(owner, name, _wrapped(owner, name, _device_keyword))
 
 
 def _tensors_and_modules(patches: Patches) -> None:
     for name in _TENSOR_ANYWHERE:
-        patches.set(torch.Tensor, name, _device_anywhere(getattr(torch.Tensor, name)))
+        patches.set(torch.Tensor, name, _wrapped(torch.Tensor, name, _device_anywhere))
     patches.set(torch.Tensor, "cuda", _to_openreg)
     patches.set(torch.Tensor, "is_cuda", property(_is_cuda, doc=_IS_CUDA.__doc__))
-    patches.set(torch._C._nn, "_parse_to", _device_anywhere(torch._C._nn._parse_to))  # Module.to
+    patches.set(torch._C._nn, "_parse_to", _wrapped(torch._C._nn, "_parse_to", _device_anywhere))  # Module.to
 
 
 def _device_context(patches: Patches) -> None:
@@ -205,7 +227,7 @@ def _amp(patches: Patches) -> None:
     patches.set(autocast, "__init__", _patched_init(autocast, map_default=False))
     patches.set(scaler, "__init__", _patched_init(scaler, map_default=True))
     for name in _DEVICE_TYPE_FUNCS:
-        patches.set(torch, name, _with_mapped_device_type(getattr(torch, name)))
+        patches.set(torch, name, _wrapped(torch, name, _with_mapped_device_type))
     available = _with_mapped_device_type(torch.amp.autocast_mode.is_autocast_available)
     patches.set(torch.amp.autocast_mode, "is_autocast_available", available)
     patches.set(torch.amp, "is_autocast_available", available)
