@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import sys
 import threading
@@ -109,11 +110,14 @@ def test_every_cuda_name_resolves_and_only_calls_without_meaning_raise():
             torch.cuda.CUDAGraph.pool  # noqa: B018
         with pytest.raises(AttributeError):
             torch.cuda.no_such_function  # noqa: B018
+        comm = importlib.import_module("torch.cuda.comm")  # a submodule no one imported yet
+        assert comm.__name__ == "torch.cuda.comm" and torch.cuda.comm is comm
         # names with an openreg meaning are openreg's
         assert torch.cuda.get_device_capability("cuda:1") == (8, 0)
         assert torch.cuda.current_blas_handle() == 0
         assert torch.cuda.memory.memory_allocated(0) == torch.openreg.memory_allocated(0)
     assert torch.cuda is REAL_CUDA
+    assert torch.cuda.comm is sys.modules["torch.cuda.comm"]  # the real package has it after the block
 
 
 def test_device_properties_have_cuda_fields():

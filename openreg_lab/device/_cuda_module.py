@@ -221,3 +221,10 @@ class CudaModule(types.ModuleType):
         value = _resolve(REAL_CUDA, "", name)
         self.__dict__[name] = value  # found directly next time: no __getattr__
         return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # `import torch.cuda.comm` inside the block sets the submodule on us: it belongs to the real
+        # package too, which is torch.cuda again once the block ends.
+        if isinstance(value, types.ModuleType) and value.__name__ == f"torch.cuda.{name}":
+            setattr(REAL_CUDA, name, value)
+        super().__setattr__(name, value)
