@@ -18,5 +18,6 @@ VIEWS: dict[str, tuple[str, ...]] = {
     "06-emulating-a-backend.ipynb": ("openreg-compare", "openreg-coverage"),
     "07-compile.ipynb": ("openreg-compare", "openreg-dashboard"),
     "08-distributed.ipynb": ("openreg-dashboard",),
+    "09-porting-a-hugging-face-model.ipynb": ("openreg-dashboard", "openreg-compare"),
 }
 ALL_VIEW_CLASSES = frozenset(c for classes in VIEWS.values() for c in classes)

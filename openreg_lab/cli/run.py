@@ -292,6 +292,8 @@ def execute(ns: argparse.Namespace, command: str) -> int:
             stack.enter_context(openreg_lab.fallback_policy(ns.policy))
         if ns.from_cuda:
             stack.enter_context(openreg_lab.from_cuda())
+        else:
+            stack.enter_context(_accelerate_on_openreg())
         policy = openreg_lab.get_fallback_policy()
         stack.enter_context(_sigterm_ends_the_script())
         progress.start()
@@ -330,6 +332,32 @@ def execute(ns: argparse.Namespace, command: str) -> int:
     if not written and code == 0:
         return 1
     return code
+
+
+@contextlib.contextmanager
+def _accelerate_on_openreg() -> Iterator[None]:
+    """While the script runs, accelerate (and so the Hugging Face Trainer) picks openreg.
+
+    accelerate reaches a device it does not know by name only through ``ACCELERATE_TORCH_DEVICE``;
+    without it a Trainer would train on the CPU, and move a model the script put on openreg back
+    there, without a word. A value the user set is kept, and said when it is not openreg, so a run
+    never lands on the CPU silently. (Under ``--from-cuda`` accelerate sees CUDA, which is openreg.)
+    """
+    name = "ACCELERATE_TORCH_DEVICE"
+    before = os.environ.get(name)
+    if before is None:
+        os.environ[name] = "openreg"
+    elif not before.startswith("openreg"):
+        print(
+            f"openreg-lab run: {name}={before}: accelerate and the Hugging Face Trainer will use {before}, "
+            f"not openreg (unset it to train on openreg)",
+            file=sys.stderr,
+        )
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
 
 
 class _Terminated(BaseException):

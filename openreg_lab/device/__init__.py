@@ -1,9 +1,10 @@
 """``torch.openreg``: the device module of the simulated openreg accelerator.
 
 Importing :mod:`openreg_lab` registers this module as ``torch.openreg``, the counterpart of
-``torch.cuda``: devices, streams and events, memory statistics and limits, random seeds and the
-dtypes autocast may use. ``torch.compile`` works with every backend, Inductor included: openreg
-registers with Dynamo and Inductor once Dynamo is loaded (``_compile.py``, ``_inductor.py``).
+``torch.cuda``: devices, streams and events, memory statistics and limits, random seeds, the
+dtypes autocast may use and the devices' properties under CUDA's field names. ``torch.compile``
+works with every backend, Inductor included: openreg registers with Dynamo and Inductor once
+Dynamo is loaded (``_compile.py``, ``_inductor.py``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from openreg_lab.device._memory import (
     reset_peak_memory_stats,
     set_memory_limit,
 )
+from openreg_lab.device._properties import DeviceProperties, get_device_properties
 from openreg_lab.device._random import (
     default_generators,
     get_rng_state,
@@ -94,6 +96,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "DeviceProperties",
     "Event",
     "InductorUnsupportedError",
     "Stream",
@@ -113,6 +116,7 @@ __all__ = [
     "empty_cache",
     "get_amp_supported_dtype",
     "get_device_interface",
+    "get_device_properties",
     "get_memory_limit",
     "get_rng_state",
     "get_rng_state_all",

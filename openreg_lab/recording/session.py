@@ -239,8 +239,9 @@ def _skip_prefixes() -> list[str]:
     prefixes = [os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.__file__) + os.sep]
     here = os.path.dirname(os.path.abspath(__file__))
     prefixes.append(os.path.abspath(__file__))
-    # --from-cuda translates device arguments in a TorchFunctionMode: its frame is not the user's.
-    prefixes.append(os.path.join(os.path.dirname(here), "device", "from_cuda.py"))
+    # --from-cuda wraps the functions where devices enter torch: their frames are not the user's.
+    for name in ("from_cuda.py", "_cuda_entries.py", "_cuda_module.py"):
+        prefixes.append(os.path.join(os.path.dirname(here), "device", name))
     purelib = sysconfig.get_paths().get("purelib")
     if purelib:
         prefixes.append(os.path.join(purelib, "torch") + os.sep)

@@ -49,6 +49,10 @@ INNER: dict[str, list[str]] = {
     "06-emulating-a-backend.ipynb": [".openreg-coverage .openreg-table tr.openreg-row"],
     "07-compile.ipynb": [".openreg-compare .openreg-table", ".openreg-dashboard .openreg-timeline canvas"],
     "08-distributed.ipynb": [".openreg-dashboard .openreg-timeline canvas", "svg rect.collective"],
+    "09-porting-a-hugging-face-model.ipynb": [
+        ".openreg-dashboard .openreg-timeline canvas",
+        ".openreg-compare .openreg-table",
+    ],
 }
 # Where a click on an op row must change the details panel.
 CLICK_ROOT: dict[str, str] = {
@@ -56,6 +60,7 @@ CLICK_ROOT: dict[str, str] = {
     "03-finding-fallbacks.ipynb": ".openreg-dashboard",
     "04-autocast.ipynb": ".openreg-dashboard",
     "07-compile.ipynb": ".openreg-dashboard",
+    "09-porting-a-hugging-face-model.ipynb": ".openreg-dashboard",
 }
 
 
