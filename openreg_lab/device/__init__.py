@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from openreg_lab import _C
 from openreg_lab.device import _compile
 from openreg_lab.device._backend_meta import _backend_format, _backend_formats, _set_backend_format
 from openreg_lab.device._compile_options import InductorUnsupportedError
@@ -21,6 +22,7 @@ from openreg_lab.device._devices import (
     device,
     device_count,
     device_of,
+    get_device_capability,
     init,
     is_available,
     is_initialized,
@@ -64,7 +66,12 @@ from openreg_lab.device._streams import (
 
 
 def _lazy_init() -> None:
-    """Nothing to initialise; Dynamo calls this when it traces a frame, when openreg registers with it."""
+    """Mark openreg as used (Note [Lazy initialisation] in ``csrc/runtime/Device.h``).
+
+    torch calls it before the first tensor is created on openreg, and Dynamo when it traces a
+    frame, when openreg registers with Dynamo if it is loaded.
+    """
+    _C.mark_initialized()
     _compile.register_if_dynamo_loaded()
 
 
@@ -112,6 +119,7 @@ __all__ = [
     "device_of",
     "empty_cache",
     "get_amp_supported_dtype",
+    "get_device_capability",
     "get_device_interface",
     "get_memory_limit",
     "get_rng_state",
