@@ -41,7 +41,8 @@ def test_stream_and_event_without_an_index_use_the_current_device():
 
 
 # -- device capability ---------------------------------------------------------------------------
-NOT_HELD = {torch.quint4x2, torch.quint2x4} | {getattr(torch, f"{k}int{n}") for k in ("", "u") for n in range(1, 8)}
+SUB_BYTE = {getattr(torch, f"{kind}int{bits}") for kind in ("", "u") for bits in range(1, 8)}
+NOT_HELD = {torch.quint4x2, torch.quint2x4} | SUB_BYTE
 
 
 def _round_trip(dtype: torch.dtype) -> bool:
@@ -91,7 +92,7 @@ def test_an_invalid_device_index_is_cudas_runtime_error(call):
     assert type(caught.value) is torch.AcceleratorError  # as CUDA's "CUDA error: invalid device ordinal"
     assert caught.value.error_code == 101  # cudaErrorInvalidDevice's number
     assert str(caught.value).startswith("openreg error: invalid device ordinal (openreg device index ")
-    assert "is out of range: valid indices are 0 to 1; 2 devices, set OPENREG_DEVICE_COUNT" in str(caught.value)
+    assert "out of range: valid indices are 0 to 1; 2 devices, set OPENREG_DEVICE_COUNT" in str(caught.value)
     assert torch.openreg.current_device() == 0
 
 
