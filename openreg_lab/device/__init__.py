@@ -1,9 +1,18 @@
 """``torch.openreg``: the device module of the simulated openreg accelerator.
 
 Importing :mod:`openreg_lab` registers this module as ``torch.openreg``, the counterpart of
-``torch.cuda``: devices, streams and events, memory statistics and limits, random seeds and the
-dtypes autocast may use. ``torch.compile`` works with every backend, Inductor included: openreg
-registers with Dynamo and Inductor once Dynamo is loaded (``_compile.py``, ``_inductor.py``).
+``torch.cuda`` (where openreg-lab is installed, ``import torch`` does it: torch's autoload,
+``_openreg_lab_autoload.py``): devices, streams and events, memory statistics and limits, random
+seeds, the dtypes the device holds (:func:`get_device_capability`) and those autocast may use.
+
+As on CUDA, a device index out of range raises ``torch.AcceleratorError`` (a RuntimeError,
+"openreg error: invalid device ordinal"), ``torch.Stream(device="openreg")`` and friends without an
+index mean the current device, and the device initialises lazily: :func:`is_initialized` is False
+until its first use (Note [Lazy initialisation] in ``csrc/runtime/Device.h``).
+
+``torch.compile`` works with every backend, Inductor included: openreg registers with Dynamo and
+Inductor once Dynamo is loaded (``_compile.py``, ``_inductor.py``), and ``backend="openreg"`` is
+Inductor with openreg's settings.
 """
 
 from __future__ import annotations
