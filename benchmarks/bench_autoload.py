@@ -10,7 +10,9 @@ what `import openreg_lab` cost before it loaded its API on first use). Medians o
 - "inside autoload" is the time spent in the entry point itself (`_openreg_lab_autoload.seconds`),
   measured in the same children: the cost that does not drown in torch's own.
 
-The entry point is installed for the children from this tree (scripts/dev_install.py into a
+The children cache byte code as an installed package does (PYTHONDONTWRITEBYTECODE is dropped
+for them; a first, discarded run writes the caches). The entry point is installed for them from this
+tree (scripts/dev_install.py into a
 temporary directory on PYTHONPATH), so the benchmark runs where openreg-lab is not installed too.
 
 .venv/bin/python benchmarks/bench_autoload.py [rounds]
@@ -54,7 +56,9 @@ CASES = {
 
 
 def _run(autoload: str, what: str, path: str) -> tuple[float, float | None, float | None]:
-    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": autoload, "PYTHONPATH": path}
+    # As installed: byte-compiled modules are cached (this tree's in its __pycache__ directories).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(TORCH_DEVICE_BACKEND_AUTOLOAD=autoload, PYTHONPATH=path)
     out = subprocess.run(
         [sys.executable, "-c", CHILD, what], env=env, capture_output=True, text=True, timeout=300, check=True
     ).stdout.split()
@@ -68,6 +72,7 @@ def main(rounds: int) -> None:
         install(Path(site))
         path = os.pathsep.join([site, str(REPO), os.environ.get("PYTHONPATH", "")])
         samples: dict[str, list[tuple[float, float | None, float | None]]] = {k: [] for k in CASES}
+        _run("1", "api", path)  # warm-up: the byte-code caches and the page cache
         for _ in range(rounds):
             for name, (autoload, what) in CASES.items():
                 samples[name].append(_run(autoload, what, path))
