@@ -184,6 +184,8 @@ _EXTRA: dict[str, Callable[[], Any]] = {
     "OutOfMemoryError": lambda: torch.OutOfMemoryError,
     "amp": lambda: _REAL_CUDA.amp,
     "streams": _StreamsModule,
+    # CUDA's answers (major, minor); torch.openreg's is torch.accelerator's dict of dtypes: not the same call.
+    "get_device_capability": lambda: _Unmapped("get_device_capability"),
 }
 
 _REAL_CUDA: types.ModuleType = torch.cuda
