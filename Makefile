@@ -17,7 +17,7 @@ test: setup lint
 setup:
 	bash scripts/setup.sh
 
-PYSRC := openreg_lab tests setup.py $(wildcard benchmarks)
+PYSRC := openreg_lab tests setup.py _openreg_lab_autoload.py scripts/dev_install.py $(wildcard benchmarks)
 
 lint:
 	$(PY) -m ruff check $(PYSRC)

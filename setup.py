@@ -17,6 +17,10 @@ import shlex
 import subprocess
 import sys
 
+# The build must not load the extension it builds: with openreg-lab installed, `import torch` would
+# (torch's autoload, _openreg_lab_autoload.py), and the link rewrites the loaded file.
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+
 import torch
 import torch.utils.cpp_extension as cpp_extension
 from setuptools import setup

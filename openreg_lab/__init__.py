@@ -7,6 +7,10 @@ as PyTorch's PrivateUse1 backend::
     x = torch.randn(3, 3).to("openreg")
     torch.openreg.device_count()
 
+Where openreg-lab is installed, ``import torch`` alone does it (torch's ``torch.backends`` entry
+point, ``_openreg_lab_autoload.py``; ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` switches it off), and
+``import openreg_lab`` stays valid: it returns the registered package.
+
 The package has the layers of ``csrc/``: ``device`` (``torch.openreg``), ``dispatch`` (coverage,
 profiles, explain, fallback policy), ``recording`` (trace and its tables) and ``views`` (the
 dashboard, compare, coverage and dispatch explorers). Arrows point down only.
@@ -14,25 +18,79 @@ dashboard, compare, coverage and dispatch explorers). Arrows point down only.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 import torch  # noqa: F401  (loads libtorch before our extension)
 
 from openreg_lab import _C  # noqa: F401
 from openreg_lab.device._register import register as _register
-from openreg_lab.device.from_cuda import CudaNotMappedError, from_cuda
-from openreg_lab.dispatch.autocast import autocast_rules
-from openreg_lab.dispatch.coverage import coverage
-from openreg_lab.dispatch.explain import Explanation, explain
 from openreg_lab.dispatch.fallback import fallback_policy, get_fallback_policy, set_fallback_policy
-from openreg_lab.dispatch.native import native_ops, native_ops_by_family, via_cpu_ops
-from openreg_lab.dispatch.profiles import get_profile, profile_ops, set_profile, use_profile
-from openreg_lab.recording.session import Trace, TraceDroppedEventsWarning, load_trace, mark, trace
-from openreg_lab.recording.steps import step
 
 _register()
 
-from openreg_lab import views  # noqa: E402  (installs the trace renderer; imports plotly lazily)
-
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from openreg_lab import views
+    from openreg_lab.device.from_cuda import CudaNotMappedError, from_cuda
+    from openreg_lab.dispatch.autocast import autocast_rules
+    from openreg_lab.dispatch.coverage import coverage
+    from openreg_lab.dispatch.explain import Explanation, explain
+    from openreg_lab.dispatch.native import native_ops, native_ops_by_family, via_cpu_ops
+    from openreg_lab.dispatch.profiles import get_profile, profile_ops, set_profile, use_profile
+    from openreg_lab.recording.session import Trace, TraceDroppedEventsWarning, load_trace, mark, trace
+    from openreg_lab.recording.steps import step
+
+# Note [The package loads its API on first use]
+# `import openreg_lab` registers the device and nothing else: torch's autoload runs it inside every
+# `import torch` (benchmarks/bench_autoload.py), and pandas, yaml and the recording layer would cost
+# that a second or more. The first access to any other public name loads the whole API at once, the
+# views included, so that a trace can always draw itself (Note [Views are plugged in] in
+# recording/session.py); `from openreg_lab import trace` is such an access.
+_LAZY = {
+    "CudaNotMappedError": "openreg_lab.device.from_cuda",
+    "from_cuda": "openreg_lab.device.from_cuda",
+    "autocast_rules": "openreg_lab.dispatch.autocast",
+    "coverage": "openreg_lab.dispatch.coverage",
+    "Explanation": "openreg_lab.dispatch.explain",
+    "explain": "openreg_lab.dispatch.explain",
+    "native_ops": "openreg_lab.dispatch.native",
+    "native_ops_by_family": "openreg_lab.dispatch.native",
+    "via_cpu_ops": "openreg_lab.dispatch.native",
+    "get_profile": "openreg_lab.dispatch.profiles",
+    "profile_ops": "openreg_lab.dispatch.profiles",
+    "set_profile": "openreg_lab.dispatch.profiles",
+    "use_profile": "openreg_lab.dispatch.profiles",
+    "Trace": "openreg_lab.recording.session",
+    "TraceDroppedEventsWarning": "openreg_lab.recording.session",
+    "load_trace": "openreg_lab.recording.session",
+    "mark": "openreg_lab.recording.session",
+    "trace": "openreg_lab.recording.session",
+    "step": "openreg_lab.recording.steps",
+}
+
+
+def _load_api() -> None:
+    """Import the whole public API into the package's namespace (Note [The package loads its API on
+    first use]); the views first, which install the trace renderer."""
+    views = importlib.import_module("openreg_lab.views")
+    globals()["views"] = views
+    for name, module in _LAZY.items():
+        globals()[name] = getattr(importlib.import_module(module), name)
+
+
+def __getattr__(name: str) -> Any:
+    """Load the public API at the first access of one of its names (``views`` included)."""
+    if name in _LAZY or name == "views":
+        _load_api()
+        return globals()[name]
+    raise AttributeError(f"module 'openreg_lab' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "CudaNotMappedError",

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up used by `make demo` and `make test`: a .venv with the pinned torch and our
-# dependencies, an editable install, and an incremental build of the C++ extension.
+# dependencies, an editable install with its entry points, and an incremental build of the C++
+# extension.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,12 +29,14 @@ project = tomllib.load(open("pyproject.toml", "rb"))["project"]
 extras = project["optional-dependencies"]
 print("\n".join(project["dependencies"] + extras["test"] + extras["lab"]))
 PYEOF
-  # Development install: the venv imports openreg_lab from this source tree, where the
-  # extension is built in place below (one incremental build, no second copy).
-  site=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-  pwd > "$site/openreg_lab_dev.pth"
   touch "$stamp"
 fi
+
+# Development install: the venv imports openreg_lab from this source tree, where the extension is
+# built in place below (one incremental build, no second copy), and knows openreg-lab as installed,
+# with its entry points: torch's autoload of the openreg device on `import torch`, and Dynamo's
+# backend "openreg". Rewritten on each run (idempotent, no build): see scripts/dev_install.py.
+"$PY" scripts/dev_install.py
 
 # Incremental (ninja) build of openreg_lab._C against the installed torch.
 log="$VENV/build.log"

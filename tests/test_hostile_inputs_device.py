@@ -1,8 +1,9 @@
 """Hostile inputs: device indices and memory limits out of range (issue 13, item 3).
 
 Indices are range-checked before they are narrowed to c10::DeviceIndex (int8), so 257 never
-selects device 1, and every out-of-range value gets our own IndexError / ValueError naming the
-valid range instead of pybind's "incompatible function arguments".
+selects device 1, and every out-of-range value gets CUDA's error for it (``torch.AcceleratorError``, a
+RuntimeError: "openreg error: invalid device ordinal") or our ValueError, naming the valid range,
+instead of pybind's "incompatible function arguments".
 """
 
 from __future__ import annotations
@@ -38,9 +39,11 @@ BAD_INDICES = [256, 257, 2**31, 2**63, 2**64, -2]
         "reset_peak",
     ],
 )
-def test_out_of_range_device_index_raises_index_error_naming_the_range(call, index):
+def test_out_of_range_device_index_raises_cudas_error_naming_the_range(call, index):
     with pytest.raises(
-        IndexError, match=rf"openreg device index {index} is out of range: valid indices are 0 to 1"
+        torch.AcceleratorError,
+        match=rf"^openreg error: invalid device ordinal \(openreg device index {index} is out of range: "
+        r"valid indices are 0 to 1; 2 devices",
     ):
         call(index)
     assert torch.openreg.current_device() == 0
@@ -48,10 +51,10 @@ def test_out_of_range_device_index_raises_index_error_naming_the_range(call, ind
 
 
 def test_issue_example_index_257_does_not_select_device_1():
-    with pytest.raises(IndexError):
+    with pytest.raises(RuntimeError, match="invalid device ordinal"):
         torch.openreg.set_device(257)
     assert torch.openreg.current_device() == 0
-    with pytest.raises(IndexError):
+    with pytest.raises(RuntimeError, match="invalid device ordinal"):
         torch.openreg.set_memory_limit(1000, device=257)
     assert torch.openreg.get_memory_limit(1) is None
 

@@ -59,6 +59,10 @@ def test_import_in_fresh_process_and_readme_example():
 
 
 def test_other_privateuse1_name_is_refused():
-    result = run_python("import torch\ntorch.utils.rename_privateuse1_backend('foo')\nimport openreg_lab\n")
+    # Another extension took PrivateUse1 first: with torch's autoload off, `import torch` leaves it free.
+    result = run_python(
+        "import torch\ntorch.utils.rename_privateuse1_backend('foo')\nimport openreg_lab\n",
+        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+    )
     assert result.returncode != 0
     assert "already registered as 'foo'" in result.stderr

@@ -107,11 +107,15 @@ void autocast_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   const c10::FunctionSchema& schema = op.schema();
   const size_t first = stack->size() - schema.arguments().size();
   if constexpr (P == CastPolicy::Banned) {
-    TORCH_CHECK(false, c10::toString(schema.operator_name()),
-                " is unsafe to autocast (as on CUDA): use "
+    // PyTorch's own wording for CUDA and CPU, so that code matching it (and
+    // PyTorch's tests of a PrivateUse1 backend) sees the same error here.
+    TORCH_CHECK(false,
+                "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to "
+                "autocast. A sigmoid usually comes right before them: use "
                 "torch.nn.functional.binary_cross_entropy_with_logits or "
-                "torch.nn.BCEWithLogitsLoss, which combine a sigmoid with the loss and are safe, "
-                "or run this op outside the autocast region");
+                "torch.nn.BCEWithLogitsLoss instead (they fuse the two and are safe to "
+                "autocast), or run ",
+                c10::toString(schema.operator_name()), " outside the autocast region");
   } else if constexpr (P == CastPolicy::LowerPrecision) {
     cast_arguments(schema, *stack, first, lower_precision());
   } else if constexpr (P == CastPolicy::Fp32) {

@@ -43,15 +43,14 @@ void init() {
 
 // A device index from Python, range-checked before it is narrowed to
 // c10::DeviceIndex (int8): 257 must not become device 1, and 2**64 must get
-// our IndexError, not pybind's "incompatible function arguments".
+// our invalid-device error, not pybind's "incompatible function arguments".
 c10::DeviceIndex device_arg(const py::int_& d) {
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(d.ptr(), &overflow);
   const auto count = static_cast<long long>(openreg::device_count());
-  TORCH_CHECK_INDEX(overflow == 0 && v >= 0 && v < count, "openreg device index ",
-                    py::str(d).cast<std::string>(), " is out of range: valid indices are 0 to ",
-                    count - 1, " (", count,
-                    " devices; set OPENREG_DEVICE_COUNT before importing openreg_lab for more)");
+  if (overflow != 0 || v < 0 || v >= count) {
+    openreg::throw_invalid_device(py::str(d).cast<std::string>());
+  }
   return static_cast<c10::DeviceIndex>(v);
 }
 
@@ -74,6 +73,9 @@ PYBIND11_MODULE(_C, m) {
     return static_cast<int>(openreg::exchange_device(index));
   });
   m.def("check_device_index", [](const py::int_& d) { device_arg(d); });
+  // Note [Lazy initialisation] in runtime/Device.h.
+  m.def("mark_initialized", &openreg::mark_initialized);
+  m.def("is_initialized", &openreg::is_initialized);
 
   m.def("set_memory_limit", [](const py::int_& d, std::optional<py::int_> nbytes) {
     const c10::DeviceIndex device = device_arg(d);

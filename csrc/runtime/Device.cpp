@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -40,6 +41,12 @@ const DeviceConfig& config() {
 
 thread_local c10::DeviceIndex tls_current_device = 0;
 
+std::atomic<bool> initialized{false};
+
+// CUDA's error code for the same error (cudaErrorInvalidDevice), so that
+// handlers reading torch.AcceleratorError.error_code see the same number.
+constexpr int32_t kInvalidDevice = 101;
+
 }  // namespace
 
 c10::DeviceIndex device_count() noexcept {
@@ -51,11 +58,35 @@ void check_config() {
 }
 
 void check_device_index(c10::DeviceIndex index) {
-  TORCH_CHECK_INDEX(index >= 0 && index < device_count(), "openreg device index ",
-                    static_cast<int>(index), " is out of range: valid indices are 0 to ",
-                    device_count() - 1, " (", static_cast<int>(device_count()),
-                    " devices; set OPENREG_DEVICE_COUNT before importing openreg_lab "
-                    "for more)");
+  if (C10_LIKELY(index >= 0 && index < device_count())) {
+    return;
+  }
+  throw_invalid_device(std::to_string(static_cast<int>(index)));
+}
+
+void throw_invalid_device(const std::string& index) {
+  throw c10::AcceleratorError(
+      {__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, kInvalidDevice,
+      c10::str("openreg error: invalid device ordinal (openreg device index ", index,
+               " is out of range: valid indices are 0 to ", device_count() - 1, "; ",
+               static_cast<int>(device_count()),
+               " devices, set OPENREG_DEVICE_COUNT before importing openreg_lab for more)"));
+}
+
+c10::DeviceIndex resolve_device_index(c10::DeviceIndex index) {
+  if (index == -1) {
+    return tls_current_device;
+  }
+  check_device_index(index);
+  return index;
+}
+
+void mark_initialized() noexcept {
+  initialized.store(true, std::memory_order_relaxed);
+}
+
+bool is_initialized() noexcept {
+  return initialized.load(std::memory_order_relaxed);
 }
 
 c10::DeviceIndex current_device() noexcept {
@@ -65,6 +96,7 @@ c10::DeviceIndex current_device() noexcept {
 void set_device(c10::DeviceIndex index) {
   check_device_index(index);
   tls_current_device = index;
+  mark_initialized();
 }
 
 c10::DeviceIndex exchange_device(c10::DeviceIndex index) {

@@ -8,6 +8,8 @@
 
 #include <c10/core/Device.h>
 
+#include <string>
+
 namespace openreg {
 
 constexpr c10::DeviceIndex kMaxDevices = 16;
@@ -18,11 +20,31 @@ c10::DeviceIndex device_count() noexcept;
 // Throws if OPENREG_DEVICE_COUNT holds something other than 1..kMaxDevices.
 void check_config();
 
-// Throws an IndexError naming the valid range unless 0 <= index < count.
+// Throws unless 0 <= index < count: a c10::AcceleratorError (a RuntimeError in
+// Python, torch.AcceleratorError) worded as CUDA's "invalid device ordinal",
+// naming the valid range and how to get more devices.
 void check_device_index(c10::DeviceIndex index);
+
+// The error of check_device_index() for an index given as text (it may not fit
+// a c10::DeviceIndex: Python's 2**64).
+[[noreturn]] void throw_invalid_device(const std::string& index);
+
+// `index`, or the current device when it is -1 (a device given without an
+// index, as torch.Stream(device="openreg")), checked.
+c10::DeviceIndex resolve_device_index(c10::DeviceIndex index);
 
 c10::DeviceIndex current_device() noexcept;
 void set_device(c10::DeviceIndex index);
+
+// Note [Lazy initialisation]
+// openreg has nothing to set up, but like CUDA it reports whether the device
+// has been used: torch.openreg.is_initialized() is false after import and
+// becomes true at the first use (a tensor created on openreg, which makes
+// torch call torch.openreg._lazy_init(); set_device; a stream). DeviceMesh
+// relies on it: it picks the device from LOCAL_RANK only while the device is
+// not initialised. mark_initialized() is one relaxed store.
+void mark_initialized() noexcept;
+bool is_initialized() noexcept;
 
 // Sets the current device and returns the previous one.
 c10::DeviceIndex exchange_device(c10::DeviceIndex index);

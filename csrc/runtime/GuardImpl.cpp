@@ -1,10 +1,15 @@
 // The device guard: how PyTorch switches openreg's current device and stream
-// (c10::DeviceGuard, torch.openreg.device(i), torch.accelerator, events).
+// (c10::DeviceGuard, torch.openreg.device(i), torch.accelerator, events), and
+// what torch.accelerator.get_device_capability() reports.
+//
+// A device without an index (torch.Stream(device="openreg"), index -1) means
+// the current device, as on CUDA.
 
 #include "runtime/Device.h"
 #include "runtime/Event.h"
 #include "runtime/Stream.h"
 
+#include <c10/core/DeviceCapability.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
@@ -43,19 +48,19 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   c10::Stream getStream(c10::Device d) const override {
-    return current_stream(d.index());
+    return current_stream(resolve_device_index(d.index()));
   }
 
   c10::Stream getDefaultStream(c10::Device d) const override {
-    return default_stream(d.index());
+    return default_stream(resolve_device_index(d.index()));
   }
 
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool high_priority) const override {
-    return new_stream(d.index(), high_priority ? -1 : 0);
+    return new_stream(resolve_device_index(d.index()), high_priority ? -1 : 0);
   }
 
   c10::Stream getNewStream(c10::Device d, int priority) const override {
-    return new_stream(d.index(), priority);
+    return new_stream(resolve_device_index(d.index()), priority);
   }
 
   c10::Stream exchangeStream(c10::Stream s) const override {
@@ -64,6 +69,23 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   c10::DeviceIndex deviceCount() const noexcept override {
     return device_count();
+  }
+
+  // Every dtype an openreg tensor can hold and copy to and from the host: all
+  // but the ones the host's copy kernel has no case for (the sub-byte integers
+  // and the packed quantized types). tests/test_accelerator_corners.py copies
+  // each reported dtype both ways.
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+    resolve_device_index(d.index());
+    c10::DeviceCapability cap;  // every dtype
+    for (c10::ScalarTypeIndex unsupported :
+         {c10::kIndex_QUInt4x2, c10::kIndex_QUInt2x4, c10::kIndex_UInt1, c10::kIndex_UInt2,
+          c10::kIndex_UInt3, c10::kIndex_UInt4, c10::kIndex_UInt5, c10::kIndex_UInt6,
+          c10::kIndex_UInt7, c10::kIndex_Int1, c10::kIndex_Int2, c10::kIndex_Int3, c10::kIndex_Int4,
+          c10::kIndex_Int5, c10::kIndex_Int6, c10::kIndex_Int7}) {
+      cap.capability_data.capability_bits &= ~(uint64_t{1} << unsupported);
+    }
+    return cap;
   }
 
   // Streams and events: see Note [Synchronous execution] in Stream.h.

@@ -28,7 +28,10 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
     return device_count() > 0;
   }
 
-  void init() const override {}
+  // Note [Lazy initialisation] in Device.h.
+  void init() const override {
+    mark_initialized();
+  }
 
   bool hasPrimaryContext(c10::DeviceIndex device) const override {
     check_device_index(device);

@@ -43,6 +43,7 @@ c10::Stream default_stream(c10::DeviceIndex device) {
 
 c10::Stream new_stream(c10::DeviceIndex device, int priority) {
   check_device_index(device);
+  mark_initialized();  // Note [Lazy initialisation] in Device.h
   TORCH_CHECK_VALUE(priority == 0 || priority == -1,
                     "openreg stream priority must be 0 (default) or -1 (high), got ", priority);
   StreamRegistry& r = registry();

@@ -1,10 +1,19 @@
 """``torch.openreg``: the device module of the simulated openreg accelerator.
 
 Importing :mod:`openreg_lab` registers this module as ``torch.openreg``, the counterpart of
-``torch.cuda``: devices, streams and events, memory statistics and limits, random seeds, the
-dtypes autocast may use and the devices' properties under CUDA's field names. ``torch.compile``
-works with every backend, Inductor included: openreg registers with Dynamo and Inductor once
-Dynamo is loaded (``_compile.py``, ``_inductor.py``).
+``torch.cuda`` (where openreg-lab is installed, ``import torch`` does it: torch's autoload,
+``_openreg_lab_autoload.py``): devices, streams and events, memory statistics and limits, random
+seeds, the dtypes the device holds (:func:`get_device_capability`) and those autocast may use, and
+the devices' properties under CUDA's field names (:func:`get_device_properties`).
+
+As on CUDA, a device index out of range raises ``torch.AcceleratorError`` (a RuntimeError,
+"openreg error: invalid device ordinal"), ``torch.Stream(device="openreg")`` and friends without an
+index mean the current device, and the device initialises lazily: :func:`is_initialized` is False
+until its first use (Note [Lazy initialisation] in ``csrc/runtime/Device.h``).
+
+``torch.compile`` works with every backend, Inductor included: openreg registers with Dynamo and
+Inductor once Dynamo is loaded (``_compile.py``, ``_inductor.py``), and ``backend="openreg"`` is
+Inductor with openreg's settings.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ from typing import Any
 
 import torch
 
+from openreg_lab import _C
 from openreg_lab.device import _compile
 from openreg_lab.device._backend_meta import _backend_format, _backend_formats, _set_backend_format
 from openreg_lab.device._compile_options import InductorUnsupportedError
@@ -22,6 +32,7 @@ from openreg_lab.device._devices import (
     device,
     device_count,
     device_of,
+    get_device_capability,
     init,
     is_available,
     is_initialized,
@@ -66,7 +77,12 @@ from openreg_lab.device._streams import (
 
 
 def _lazy_init() -> None:
-    """Nothing to initialise; Dynamo calls this when it traces a frame, when openreg registers with it."""
+    """Mark openreg as used (Note [Lazy initialisation] in ``csrc/runtime/Device.h``).
+
+    torch calls it before the first tensor is created on openreg, and Dynamo when it traces a
+    frame, when openreg registers with Dynamo if it is loaded.
+    """
+    _C.mark_initialized()
     _compile.register_if_dynamo_loaded()
 
 
@@ -115,6 +131,7 @@ __all__ = [
     "device_of",
     "empty_cache",
     "get_amp_supported_dtype",
+    "get_device_capability",
     "get_device_interface",
     "get_device_properties",
     "get_memory_limit",

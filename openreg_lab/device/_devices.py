@@ -1,4 +1,5 @@
-"""Device selection for ``torch.openreg``: count, current device, and the ``device`` context."""
+"""Device selection for ``torch.openreg``: count, current device, the ``device`` context, whether the
+device has been used yet (Note [Lazy initialisation] in ``csrc/runtime/Device.h``) and what it can hold."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def device_count() -> int:
 
 
 def current_device() -> int:
-    """Return the index of this thread's current openreg device."""
+    """Return the index of this thread's current openreg device (this initialises openreg, as on CUDA)."""
+    _C.mark_initialized()
     return _C.current_device()
 
 
@@ -30,18 +32,19 @@ def device_index(device: DeviceLike, optional: bool = True) -> int:
     """Turn ``device`` (an index, ``"openreg:1"``, a ``torch.device`` or None) into a checked index.
 
     None, and ``"openreg"`` without an index, mean the current device when ``optional`` is True.
-    Raises ValueError for another device type and IndexError for an index out of range.
+    Raises ValueError for another device type and, for an index out of range, CUDA's
+    ``torch.AcceleratorError`` (a RuntimeError) "openreg error: invalid device ordinal (...)".
     """
     if device is None:
         if not optional:
             raise ValueError("expected an openreg device, got None")
-        return current_device()
+        return _C.current_device()  # a query: does not initialise openreg
     if isinstance(device, str | torch.device):
         dev = torch.device(device)
         if dev.type != "openreg":
             raise ValueError(f"expected an openreg device, got {dev}: use 'openreg' or 'openreg:N'")
         if dev.index is None:
-            return current_device()
+            return _C.current_device()
         index = dev.index
     elif isinstance(device, int) and not isinstance(device, bool):
         index = device
@@ -76,7 +79,7 @@ class device:
         self.prev_idx = -1
 
     def __enter__(self) -> device:
-        self.prev_idx = current_device()
+        self.prev_idx = _C.current_device()  # selecting no device (-1) does not initialise openreg
         if self.idx >= 0:
             _C.set_device(self.idx)
         return self
@@ -91,12 +94,35 @@ def device_of(obj: torch.Tensor) -> device:
 
 
 def init() -> None:
-    """Initialise openreg (nothing to do: the runtime is ready at import)."""
+    """Initialise openreg, as ``torch.cuda.init()``: afterwards :func:`is_initialized` is True.
+
+    The simulated runtime needs no set-up; this only records that the device is in use.
+    """
+    _C.mark_initialized()
 
 
 def is_initialized() -> bool:
-    """Return True: openreg has no lazy initialisation."""
-    return True
+    """Whether openreg has been used in this process, as ``torch.cuda.is_initialized()``.
+
+    False after import; True once a tensor was created on openreg, a device was selected
+    (:func:`set_device`, ``torch.accelerator.set_device_index``), a stream created or
+    :func:`init` / :func:`current_device` called (Note [Lazy initialisation] in
+    ``csrc/runtime/Device.h``). ``DeviceMesh`` reads it: while it is False, it selects the device
+    from ``LOCAL_RANK``.
+    """
+    return bool(_C.is_initialized())
+
+
+def get_device_capability(device: DeviceLike = None) -> dict[str, Any]:
+    """What ``device`` (default: the current one) supports, as ``torch.accelerator.get_device_capability``.
+
+    A dict whose ``"supported_dtypes"`` is the set of dtypes an openreg tensor can hold and copy
+    to and from the host: every dtype but the sub-byte integers (``torch.uint1`` to ``torch.int7``)
+    and the packed quantized ``torch.quint4x2`` / ``torch.quint2x4``. Unlike
+    ``torch.cuda.get_device_capability``, there is no ``(major, minor)`` compute capability: the
+    device is simulated.
+    """
+    return dict(torch._C._accelerator_getDeviceCapability(device_index(device)))
 
 
 def _is_in_bad_fork() -> bool:
