@@ -24,12 +24,17 @@ def graph_name(part: str) -> str:
     ``"graph 0/0 forward"`` is the forward graph of frame 0's first compilation, ``"graph 0/1
     backward"`` the backward of its first recompile. The id is read when the generated module
     loads, which happens while its frame compiles (or is fetched from Inductor's cache), so it is
-    right for cached code too.
+    right for cached code too. After a ``torch._dynamo.reset()`` inside a trace the name says so
+    (Note [A Dynamo reset inside a trace]).
     """
     import torch
 
+    from openreg_lab.device import _compile_events
+
+    _compile_events.install()  # after a reset (Note [A Dynamo reset inside a trace])
     compile_id = torch._guards.CompileContext.current_compile_id()
-    return f"graph {compile_id} {part}" if compile_id is not None else f"graph {part}"
+    name = f"graph {compile_id} {part}" if compile_id is not None else f"graph {part}"
+    return name + _compile_events.epoch_suffix()
 
 
 def region(call: Callable[..., Any], part: str, device: int) -> Callable[..., Any]:
