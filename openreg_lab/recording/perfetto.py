@@ -84,13 +84,14 @@ def _scalar(number: int, values: np.ndarray, present: np.ndarray | None = None) 
 
 
 def _nested(number: int, fields: list[Field], present: np.ndarray | None = None) -> list[Field]:
-    """A length-delimited field holding ``fields``."""
+    """A length-delimited field holding ``fields`` (already absent where ``present`` is False)."""
     n = len(fields[0][1])
-    size = np.sum([length for _, length in fields], axis=0)
-    keep = np.ones(n, bool) if present is None else present
-    tag = _const(_tag(number, 2), n, keep)
-    length = _varint(size)
-    return [tag, (length[0], np.where(keep, length[1], 0)), *[(m, np.where(keep, ln, 0)) for m, ln in fields]]
+    size = fields[0][1].copy()
+    for _, length in fields[1:]:
+        size += length
+    tag = _const(_tag(number, 2), n, present)
+    matrix, length = _varint(size)
+    return [tag, (matrix, length if present is None else np.where(present, length, 0)), *fields]
 
 
 def _bytes(fields: list[Field]) -> bytes:
@@ -157,9 +158,9 @@ def _theme_keys(ev: pd.DataFrame) -> np.ndarray:
     key[is_op] = ev["kernel"].to_numpy(dtype=object)[is_op]
     is_copy = kind == "copy"
     key[is_copy] = ev["name"].to_numpy(dtype=object)[is_copy]
-    is_coll = kind == "collective"
-    waits = ev["name"].str.startswith("wait ").to_numpy(dtype=bool, na_value=False)
-    key[is_coll & waits] = "collective wait"
+    is_coll = np.flatnonzero(kind == "collective")
+    waits = np.array([str(n).startswith("wait ") for n in ev["name"].to_numpy(dtype=object)[is_coll]], bool)
+    key[is_coll[waits]] = "collective wait"
     missing = pd.isna(key)
     key[missing] = "op"
     return key
@@ -167,13 +168,13 @@ def _theme_keys(ev: pd.DataFrame) -> np.ndarray:
 
 def _strings(column: pd.Series) -> np.ndarray:
     """A column's values as strings (lists and tuples as Python writes them), None where missing."""
-    values = column.to_numpy(dtype=object)
-    out = np.empty(len(values), dtype=object)
-    for i, v in enumerate(values):
-        out[i] = (
-            None if v is None or (isinstance(v, float) and v != v) else v if isinstance(v, str) else str(v)
-        )
-    return out
+    values = column.to_numpy(dtype=object).copy()
+    present = ~pd.isna(values)
+    values[~present] = None
+    sub = values[present]
+    if sub.size and pd.api.types.infer_dtype(sub, skipna=True) != "string":
+        values[present] = [v if isinstance(v, str) else str(v) for v in sub]
+    return values
 
 
 def write(path: str | os.PathLike[str], ev: pd.DataFrame, threads: dict[int, int]) -> None:
@@ -222,10 +223,11 @@ def write(path: str | os.PathLike[str], ev: pd.DataFrame, threads: dict[int, int
     step = kind == "step"
     names[step] = [f"end of step {s}" for s in ev["seq"].to_numpy()[step]]
     name_iid, _ = interned.ids(_NAMES, names)
-    category_iid, _ = interned.ids(_CATEGORIES, _theme_keys(ev))
-    colour_iid = np.array(
-        [interned.one(_ARG_STRINGS, theme.CHROME_CNAMES.get(k, "")) for k in _theme_keys(ev)]
-    )
+    keys = _theme_keys(ev)
+    category_iid, _ = interned.ids(_CATEGORIES, keys)
+    codes, uniques = pd.factorize(keys)
+    colours = [theme.CHROME_CNAMES.get(k, "") for k in uniques]
+    colour_iid = np.array([interned.one(_ARG_STRINGS, c) if c else 0 for c in colours] + [0], np.int64)[codes]
 
     rows = np.flatnonzero(slices | instants | memory)
     ends = np.flatnonzero(slices)
@@ -302,7 +304,7 @@ def _encode(event: np.ndarray, is_end: np.ndarray, ts: np.ndarray, kind: np.ndar
     for name_id, interned, values, present in args:
         on = starts & present[event]
         value_field = 17 if interned else 4
-        annotation = [*_scalar(1, np.full(n, name_id)), *_scalar(value_field, values[event])]
+        annotation = [*_scalar(1, np.full(n, name_id), on), *_scalar(value_field, values[event], on)]
         track_event += _nested(4, annotation, on)
     total = ev["total"].to_numpy(np.int64)[event]
     track_event += _scalar(30, np.maximum(total, 0), is_counter)
