@@ -193,6 +193,28 @@ def test_a_compile_a_recompile_and_a_graph_break_are_compile_events_with_their_r
     torch._dynamo.reset()
 
 
+def test_the_warn_policy_inside_compiled_code_is_a_python_warning_as_in_eager_mode(capfd):
+    """Issue 30, point 6 (Note [Warnings from compiled code]): it was a C++ warning on stderr."""
+    import warnings
+
+    torch._dynamo.reset()
+    fn = torch.compile(lambda a: a.cumsum(0) + 1)  # cumsum falls back, inside the compiled graph
+    x = torch.arange(4.0).to("openreg")
+    with openreg_lab.fallback_policy("warn"), warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        out = fn(x)
+    assert out.cpu().tolist() == [1.0, 2.0, 4.0, 7.0]
+    ours = [w for w in seen if "has no openreg kernel" in str(w.message)]
+    assert len(ours) == 1 and ours[0].category is UserWarning
+    assert str(ours[0].message).startswith("aten::cumsum.out has no openreg kernel: it ran on the CPU")
+    assert "has no openreg kernel" not in capfd.readouterr().err
+    with openreg_lab.fallback_policy("warn"), warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning made an error is raised from the call
+        with pytest.raises(UserWarning, match=r"aten::cumsum\.out has no openreg kernel"):
+            fn(x)
+    torch._dynamo.reset()
+
+
 def test_a_dynamo_reset_inside_a_trace_keeps_compile_events_and_unique_region_names():
     """Issue 30, point 6 (Note [A Dynamo reset inside a trace]): the reset cleared openreg's compile
     callbacks (nothing recorded after it) and restarted the ids (two regions "graph 0/0 inference").

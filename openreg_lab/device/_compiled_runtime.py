@@ -16,6 +16,9 @@ from openreg_lab import _C
 intern: Callable[[str], int] = _C._trace_intern
 compiled_begin: Callable[[int, int, int], int] = _C._trace_compiled_begin
 compiled_end: Callable[[int], None] = _C._trace_scope_end
+#: Runs a graph's call as torch runs an eager call: its C++ warnings become Python warnings
+#: (Note [Warnings from compiled code] in csrc/python/Trace.cpp).
+call_with_python_warnings: Callable[[Any, Any], Any] = _C._call_with_python_warnings
 
 
 def graph_name(part: str) -> str:
@@ -38,14 +41,15 @@ def graph_name(part: str) -> str:
 
 
 def region(call: Callable[..., Any], part: str, device: int) -> Callable[..., Any]:
-    """``call`` (a generated module's entry point) recorded as one ``compiled`` event per call."""
+    """``call`` (a generated module's entry point) recorded as one ``compiled`` event per call; its
+    C++ warnings become Python warnings, as in eager mode (Note [Warnings from compiled code])."""
     name = intern(graph_name(part))
 
     @functools.wraps(call)
     def recorded(args: Any) -> Any:
         token = compiled_begin(name, 0, device)
         try:
-            return call(args)
+            return call_with_python_warnings(call, args)
         finally:
             compiled_end(token)
 
