@@ -43,9 +43,10 @@ examples:
 Everything after the script (or -m MODULE) is passed to it. The script's exit code is the
 command's (130 after Ctrl-C, 143 after SIGTERM); the trace and the report are written even when
 the script fails; a SIGTERM while they are written lets them finish (a second one stops the
-writing and says what is missing). Output paths are relative to the directory openreg-lab starts in, even if the
-script changes it. The trace stays open until the script's own (non-daemon) threads end, as
-Python waits for them. A script that ends with os._exit(), exec or a signal that kills the
+writing and says what is missing).
+Output paths are relative to the directory openreg-lab starts in, even if the script changes
+it. The trace stays open until the script's own (non-daemon) threads end, as Python waits for
+them. A script that ends with os._exit(), exec or a signal that kills the
 process (SIGKILL) writes nothing; so does a child process it forks, even one that returns from
 the script (the outputs are the parent's). What openreg-lab prints goes to stderr, so the script
 keeps stdout.
@@ -108,7 +109,8 @@ def add_parser(sub: Any) -> Parser:
     p.add_argument(
         "--chrome",
         metavar="PATH",
-        help="write a Chrome trace (Perfetto, chrome://tracing) (e.g. --chrome run.json)",
+        help="write a Chrome trace (Perfetto, chrome://tracing) (e.g. --chrome run.json); a name "
+        "ending in .pftrace gets Perfetto's protobuf format, faster and smaller for big traces",
     )
     p.add_argument(
         "--from-cuda",
