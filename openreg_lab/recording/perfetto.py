@@ -304,14 +304,16 @@ def _encode(event: np.ndarray, is_end: np.ndarray, ts: np.ndarray, kind: np.ndar
     for name_id, interned, values, present in args:
         on = starts & present[event]
         value_field = 17 if interned else 4
-        annotation = [*_scalar(1, np.full(n, name_id), on), *_scalar(value_field, values[event], on)]
+        value = _varint(values[event])
+        head = _tag(1, 0) + _message([(0, name_id)])[1:] + _tag(value_field, 0)  # name iid, value's tag
+        annotation = [_const(head, n, on), (value[0], np.where(on, value[1], 0))]
         track_event += _nested(4, annotation, on)
     total = ev["total"].to_numpy(np.int64)[event]
     track_event += _scalar(30, np.maximum(total, 0), is_counter)
     packet = [
         *_scalar(8, ts),
-        *_scalar(10, np.full(n, _SEQUENCE)),
+        _const(_message([(10, _SEQUENCE)]), n),
         *_nested(11, track_event),
-        *_scalar(13, np.full(n, _NEEDS_STATE)),
+        _const(_message([(13, _NEEDS_STATE)]), n),
     ]
     return _bytes(_nested(1, packet))
