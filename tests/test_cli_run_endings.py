@@ -200,3 +200,72 @@ def test_an_idle_thread_pool_the_script_leaves_open_does_not_keep_run_waiting(tm
     ev = openreg_lab.load_trace(tmp_path / "t.trace").events
     assert int((ev["kind"] == "fallback").sum()) == 10  # every task's cumsum, run on the pool's threads
     assert "not in the trace" not in p.stderr
+
+
+def _run_and_terminate_while_writing(tmp_path, pause: str, signals: int):
+    """``run`` paused before writing an output (OPENREG_LAB_TEST_PAUSE_OUTPUT, Note [SIGTERM while
+    run writes its outputs]); ``signals`` SIGTERMs sent then, each after the previous one was seen.
+    Returns the exit status and stderr."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    from cli_helpers import env
+
+    (tmp_path / "done.py").write_text("import torch\ntorch.ones(3, device='openreg').cumsum(0)\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "openreg_lab", "run", "--trace", "t.trace", "--chrome", "c.json",
+         "--html", "r.html", "done.py"],
+        cwd=tmp_path, env={**env(), "OPENREG_LAB_TEST_PAUSE_OUTPUT": pause}, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    seen: list[str] = []
+    watchdog = threading.Timer(120, proc.kill)  # every read below ends by then
+    watchdog.start()
+    try:
+        assert proc.stderr is not None
+
+        def wait_for(text: str) -> None:
+            for line in proc.stderr:
+                seen.append(line)
+                if text in line:
+                    return
+            raise AssertionError(f"{text!r} never printed:\n{''.join(seen)}")
+
+        wait_for(f"paused before writing the {pause.split(':')[0]}")
+        for i in range(signals):
+            os.kill(proc.pid, signal.SIGTERM)
+            if i == 0:
+                wait_for("SIGTERM while the outputs are written: finishing them first")
+        seen.append(proc.stderr.read())  # to the end (not communicate(): it skips what is buffered)
+        proc.wait(timeout=60)
+    finally:
+        watchdog.cancel()
+        proc.kill()
+        proc.wait(timeout=60)
+        if proc.stderr is not None:
+            proc.stderr.close()
+    return proc.returncode, "".join(seen)
+
+
+def test_sigterm_while_run_writes_its_outputs_finishes_them(tmp_path):
+    """Issue 30, point 6: the normal path under torchrun when another rank fails; the default action
+    of SIGTERM killed run there with nothing written."""
+    code, err = _run_and_terminate_while_writing(tmp_path, "trace:1", 1)
+    assert code == 143, err
+    for name, what in (("t.trace", "trace"), ("c.json", "Chrome trace"), ("r.html", "report")):
+        assert f"openreg-lab: wrote the {what} to {tmp_path / name}" in err
+    assert "openreg-lab run: the outputs are written; exiting for the SIGTERM" in err
+    assert openreg_lab.load_trace(tmp_path / "t.trace").fallbacks()["name"].tolist() == ["aten::cumsum.out"]
+    assert "aten::cumsum.out" in (tmp_path / "r.html").read_text()
+
+
+def test_a_second_sigterm_stops_the_writing_and_says_what_is_missing(tmp_path):
+    code, err = _run_and_terminate_while_writing(tmp_path, "report:2", 2)
+    assert code == 143, err
+    assert "openreg-lab run: a second SIGTERM stopped the writing: not written: report" in err
+    assert (tmp_path / "t.trace").stat().st_size > 0 and (tmp_path / "c.json").stat().st_size > 0
+    assert not (tmp_path / "r.html").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.json", "done.py", "t.trace"]  # no temporary left

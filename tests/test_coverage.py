@@ -170,3 +170,53 @@ def test_bad_traces():
 def test_bad_profile():
     with pytest.raises(ValueError, match="unknown profile 'tpu'"):
         openreg_lab.coverage(profile="tpu")
+
+
+def test_a_namespace_torch_accepts_but_cannot_parse_works_in_coverage_and_reports(tmp_path):
+    """Issue 30, point 6: ``my-lib::twice`` made coverage() and to_html() raise ``expected eof but found
+    '-'`` for the whole process (Note [Operator names torch cannot parse]). The same op in a namespace
+    torch parses is classified the same way, under the default profile and another."""
+    from openreg_lab.dispatch import _lookup
+
+    suffix = uuid.uuid4().hex[:8]
+    libs = {ns: torch.library.Library(ns, "DEF") for ns in (f"my-lib-{suffix}", f"mylib_{suffix}")}
+    try:
+        for lib in libs.values():
+            lib.define("twice(Tensor x) -> Tensor")
+            lib.impl("twice", lambda x: x * 2, "CPU")
+        dashed, plain = (f"{ns}::twice" for ns in libs)
+        assert not _lookup.parseable(dashed) and _lookup.parseable(plain)
+        for profile in (None, "cpu"):
+            df = openreg_lab.coverage(profile).set_index("name")
+            cols = ["resolution", "kernel", "has_autograd_kernel", "has_autocast_rule", "tags"]
+            assert df.loc[dashed, cols].tolist() == df.loc[plain, cols].tolist(), profile
+            if profile is None:
+                assert df.loc[dashed, ["namespace", "resolution", "kernel"]].tolist() == [
+                    f"my-lib-{suffix}",
+                    "fallback",
+                    "cpu_fallback",
+                ]
+        with openreg_lab.trace() as t:
+            out = getattr(torch.ops, f"my-lib-{suffix}").twice(torch.ones(3, device="openreg"))
+        assert out.cpu().tolist() == [2.0, 2.0, 2.0]
+        t.to_html(tmp_path / "r.html")
+        assert dashed in (tmp_path / "r.html").read_text()
+    finally:
+        for lib in libs.values():
+            lib._destroy()
+
+
+def test_the_answer_for_unparseable_names_is_torchs_answer_for_parseable_ones():
+    from openreg_lab.dispatch import _lookup
+
+    keys = (
+        "PrivateUse1",
+        "CPU",
+        "CompositeImplicitAutograd",
+        "CompositeExplicitAutograd",
+        "AutogradPrivateUse1",
+    )
+    ops = sorted(torch._C._dispatch_get_all_op_names())[::25]
+    for key in keys:
+        lists = set(torch._C._dispatch_get_registrations_for_dispatch_key(key))
+        assert [op in lists for op in ops] == [_lookup.has_kernel(op, key) for op in ops], key

@@ -193,6 +193,81 @@ def test_a_compile_a_recompile_and_a_graph_break_are_compile_events_with_their_r
     torch._dynamo.reset()
 
 
+def test_the_warn_policy_inside_compiled_code_is_a_python_warning_as_in_eager_mode(capfd):
+    """Issue 30, point 6 (Note [Warnings from compiled code]): it was a C++ warning on stderr."""
+    import warnings
+
+    torch._dynamo.reset()
+    fn = torch.compile(lambda a: a.cumsum(0) + 1)  # cumsum falls back, inside the compiled graph
+    x = torch.arange(4.0).to("openreg")
+    with openreg_lab.fallback_policy("warn"), warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        out = fn(x)
+    assert out.cpu().tolist() == [1.0, 2.0, 4.0, 7.0]
+    ours = [w for w in seen if "has no openreg kernel" in str(w.message)]
+    assert len(ours) == 1 and ours[0].category is UserWarning
+    assert str(ours[0].message).startswith("aten::cumsum.out has no openreg kernel: it ran on the CPU")
+    assert "has no openreg kernel" not in capfd.readouterr().err
+    with openreg_lab.fallback_policy("warn"), warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning made an error is raised from the call
+        with pytest.raises(UserWarning, match=r"aten::cumsum\.out has no openreg kernel"):
+            fn(x)
+    torch._dynamo.reset()
+
+
+def test_a_dynamo_reset_inside_a_trace_keeps_compile_events_and_unique_region_names():
+    """Issue 30, point 6 (Note [A Dynamo reset inside a trace]): the reset cleared openreg's compile
+    callbacks (nothing recorded after it) and restarted the ids (two regions "graph 0/0 inference").
+    After the second reset only eager code compiles: the bytecode hook notices it."""
+    torch._dynamo.reset()
+    x = torch.randn(8).to("openreg")
+
+    def broken(a: torch.Tensor) -> torch.Tensor:
+        a = a + 1
+        torch._dynamo.graph_break()
+        return a * 2
+
+    with openreg_lab.trace() as t:
+        torch.compile(lambda a: a.sin() + 1)(x)
+        torch._dynamo.reset()
+        g = torch.compile(lambda a: a.cos() * 2)
+        g(x)
+        g(torch.randn(9).to("openreg"))  # another size: a recompile
+        torch._dynamo.reset()
+        torch.compile(broken, backend="eager")(x)
+    ev = t.events
+    compiles = ev[ev.kind == "compile"]
+    assert sorted(compiles.name) == sorted(
+        [
+            "compile 0/0",
+            "compile 0/0 (after reset 1)",
+            "recompile 0/1 (after reset 1)",
+            "compile 0/0 (after reset 2)",
+            "graph break",
+            "compile 1/0 (after reset 2)",
+        ]
+    )
+    reasons = dict(zip(compiles.name, compiles.reason, strict=True))
+    assert reasons["recompile 0/1 (after reset 1)"].startswith("0/0: tensor 'a' size mismatch at index 0.")
+    assert reasons["graph break"].startswith("Call to `torch._dynamo.graph_break()`")
+    spans = compiles[compiles.name != "graph break"]
+    assert (spans.dur_ns > 0).all()
+    calls = ev[(ev.kind == "compiled") & ev.fused.isna()]
+    assert calls.name.tolist() == [
+        "graph 0/0 inference",
+        "graph 0/0 inference (after reset 1)",
+        "graph 0/1 inference (after reset 1)",
+    ]
+    kernels = ev[(ev.kind == "compiled") & ev.fused.notna()]
+    assert kernels.graph.tolist() == calls.name.tolist()  # each kernel under its own graph
+    torch._dynamo.reset()
+    with openreg_lab.trace() as t:  # a reset with no trace open: Dynamo's own names again
+        torch.compile(lambda a: a.tan())(x)
+    names = t.events[t.events.kind.isin(["compile", "compiled"]) & t.events.fused.isna()].name.tolist()
+    assert names == ["compile 0/0", "graph 0/0 inference"]
+    torch._dynamo.reset()
+
+
 def test_the_ops_compilation_runs_on_the_device_are_children_of_its_compile_event():
     torch._dynamo.reset()
     x = torch.randn(4, 4).to("openreg")

@@ -87,3 +87,23 @@ def test_no_string_of_the_trace_can_close_the_report_script():
     text = report_html(t.events)
     assert "</script><img" not in text and "<img src=x" not in text
     assert "\\u003c/script\\u003e\\u003cimg src=x onerror=alert(1)\\u003e" in text
+
+
+def test_a_trace_without_op_events_has_no_sankey_but_says_why(trace):
+    """Issue 30, point 6: a Sankey of no nodes makes plotly.js throw in the page (the browser test
+    tests/browser/test_browser_report.py sees it); the figure says there is no flow instead."""
+    import openreg_lab
+    from openreg_lab.recording import flow
+    from openreg_lab.views import charts
+
+    with openreg_lab.trace() as t:
+        openreg_lab.mark("only a mark")
+    flows = flow.dispatch_flows(t.events)
+    assert flows.empty
+    fig = charts.dispatch_flow(flows)
+    assert [d.type for d in fig.data] == []
+    assert [a.text for a in fig.layout.annotations] == [charts.NO_FLOW]
+    page = report_html(t.events)
+    assert charts.NO_FLOW in page and '"type":"sankey"' not in page
+    full = report_html(trace.events)
+    assert full.count('"type":"sankey"') == 1 and charts.NO_FLOW not in full

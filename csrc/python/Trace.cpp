@@ -13,6 +13,7 @@
 #include "trace/Recorder.h"
 
 #include <frameobject.h>
+#include <torch/csrc/Exceptions.h>
 
 #include <string>
 #include <unordered_map>
@@ -28,6 +29,31 @@ namespace {
 // library); and per code object, whether it is one of them. Guarded by the
 // GIL: only read with the GIL held.
 std::vector<std::string> g_skip_prefixes;
+
+// Note [Warnings from compiled code]
+// In eager mode torch's bindings run each call under a PyWarningHandler, which
+// turns the C++ warnings raised inside (TORCH_WARN, such as the fallback
+// policy's "warn") into Python warnings when the call returns. The code
+// Inductor generates calls ops through torch.ops, whose binding installs none,
+// so the same warning went to stderr and `warnings` never saw it. Each
+// compiled graph's call (_compiled_runtime.region) runs under one, as an eager
+// call would.
+py::object call_with_python_warnings(const py::object& call, const py::object& args) {
+  py::object result;
+  try {
+    torch::PyWarningHandler handler;
+    try {
+      result = call(args);
+    } catch (...) {
+      handler.set_in_exception();
+      throw;
+    }
+  } catch (python_error& e) {  // a warning the filters turned into an error
+    e.restore();
+    throw py::error_already_set();
+  }
+  return result;
+}
 std::unordered_map<PyCodeObject*, bool> g_skip_code;
 std::unordered_map<PyCodeObject*, std::unordered_map<int, uint32_t>> g_lines;
 
@@ -156,6 +182,7 @@ void bind_trace(py::module_& m) {
   m.def("_trace_compiled_begin", &trace::compiled_begin, py::arg("name"), py::arg("fused"),
         py::arg("device"));
   m.def("_trace_compile_begin", &trace::compile_begin, py::arg("name"));
+  m.def("_call_with_python_warnings", &call_with_python_warnings, py::arg("call"), py::arg("args"));
   m.def("_trace_scope_end", &trace::scope_end, py::arg("token"), py::arg("reason") = 0);
   m.def("_trace_compile", &trace::record_compile, py::arg("name"), py::arg("reason"),
         py::arg("start_ns"));

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 import torch
@@ -32,8 +32,13 @@ def write(
     trace_path: str | None = None,
     chrome: str | None = None,
     title: str | None = None,
+    before: Callable[[str], None] | None = None,
 ) -> bool:
-    """Write the files asked for; print where each went, or one line why not. True if all were written."""
+    """Write the files asked for; print where each went, or one line why not. True if all were written.
+
+    The trace is written first: it holds everything the others are made from. ``before`` is called
+    with each output's name (``"trace"``, ``"Chrome trace"``, ``"report"``) before it is written.
+    """
     ok = True
     jobs = [
         ("trace", trace_path, lambda p: trace.save(p)),
@@ -43,6 +48,8 @@ def write(
     for what, path, job in jobs:
         if path is None:
             continue
+        if before is not None:
+            before(what)
         try:
             job(path)
         except Exception as e:  # one failed output must not lose the others

@@ -37,7 +37,12 @@ def add_parser(sub: Any) -> Parser:
     )
     p.add_argument("--html", metavar="PATH", help="write the HTML report there (e.g. --html report.html)")
     p.add_argument("--title", help="the report's title (default: the trace file's name)")
-    p.add_argument("--chrome", metavar="PATH", help="write a Chrome trace there (e.g. --chrome run.json)")
+    p.add_argument(
+        "--chrome",
+        metavar="PATH",
+        help="write a Chrome trace there (e.g. --chrome run.json); a name ending in .pftrace gets "
+        "Perfetto's protobuf format, faster and smaller for big traces",
+    )
     p.add_argument(
         "--top",
         type=positive_int,

@@ -42,9 +42,11 @@ examples:
 
 Everything after the script (or -m MODULE) is passed to it. The script's exit code is the
 command's (130 after Ctrl-C, 143 after SIGTERM); the trace and the report are written even when
-the script fails. Output paths are relative to the directory openreg-lab starts in, even if the
-script changes it. The trace stays open until the script's own (non-daemon) threads end, as
-Python waits for them. A script that ends with os._exit(), exec or a signal that kills the
+the script fails; a SIGTERM while they are written lets them finish (a second one stops the
+writing and says what is missing).
+Output paths are relative to the directory openreg-lab starts in, even if the script changes
+it. The trace stays open until the script's own (non-daemon) threads end, as Python waits for
+them. A script that ends with os._exit(), exec or a signal that kills the
 process (SIGKILL) writes nothing; so does a child process it forks, even one that returns from
 the script (the outputs are the parent's). What openreg-lab prints goes to stderr, so the script
 keeps stdout.
@@ -107,7 +109,8 @@ def add_parser(sub: Any) -> Parser:
     p.add_argument(
         "--chrome",
         metavar="PATH",
-        help="write a Chrome trace (Perfetto, chrome://tracing) (e.g. --chrome run.json)",
+        help="write a Chrome trace (Perfetto, chrome://tracing) (e.g. --chrome run.json); a name "
+        "ending in .pftrace gets Perfetto's protobuf format, faster and smaller for big traces",
     )
     p.add_argument(
         "--from-cuda",
@@ -266,6 +269,19 @@ def _listdir(d: str) -> list[str]:
 
 def execute(ns: argparse.Namespace, command: str) -> int:
     """Run the target under a trace, then write the outputs and print the summary."""
+    with _OutputsOutlastSigterm() as outlast:
+        try:
+            return _execute(ns, command, outlast)
+        except _Terminated:
+            if outlast.signals < 2:
+                raise
+            return outlast.stopped([w for w, p in (("trace", ns.trace), ("Chrome trace", ns.chrome),
+                                                   ("report", ns.html)) if p])  # fmt: skip
+
+
+def _execute(ns: argparse.Namespace, command: str, outlast: _OutputsOutlastSigterm) -> int:
+    """``execute``, SIGTERM after the script waiting for the outputs (Note [SIGTERM while run writes
+    its outputs])."""
     import openreg_lab
     from openreg_lab.cli import _outputs, _ranks
 
@@ -328,7 +344,10 @@ def execute(ns: argparse.Namespace, command: str) -> int:
         written = _ranks.job_outputs(trace, info, ns.html, ns.trace, ns.chrome, rank, code)
         return 1 if not written and code == 0 else code
     html, trace_path, chrome = (_ranks.per_rank(p, rank) for p in (ns.html, ns.trace, ns.chrome))
-    written = _outputs.write(trace, info, html=html, trace_path=trace_path, chrome=chrome)
+    written = _outputs.write(trace, info, html=html, trace_path=trace_path, chrome=chrome,
+                             before=outlast.writing)  # fmt: skip
+    if outlast.signals:
+        return outlast.finished(code)
     if not written and code == 0:
         return 1
     return code
@@ -362,6 +381,71 @@ def _accelerate_on_openreg() -> Iterator[None]:
 
 class _Terminated(BaseException):
     """SIGTERM arrived while the script ran (``kill``, a job scheduler's time limit)."""
+
+
+# Note [SIGTERM while run writes its outputs]
+# Under torchrun, when one rank fails the agent sends SIGTERM to the others, often just as their
+# script ended and they write the trace and the report; Python's default action killed them with
+# nothing written (issue 30). From the script's end until the outputs are written, the first
+# SIGTERM is noted and said, and the writing goes on (the trace first, _outputs.write); the exit
+# status is then 143, the script's own failure status kept. A second SIGTERM stops at once and
+# says which outputs are missing (an output being written is never left half-written: each is
+# replaced atomically). While the script runs, SIGTERM ends it (_sigterm_ends_the_script).
+# OPENREG_LAB_TEST_PAUSE_OUTPUT=WHAT:N (tests only) pauses before writing output WHAT until N
+# SIGTERMs have arrived, so that tests send them while run writes.
+_PAUSE_ENV = "OPENREG_LAB_TEST_PAUSE_OUTPUT"
+
+
+class _OutputsOutlastSigterm:
+    """Note [SIGTERM while run writes its outputs]: SIGTERM after the script waits for the outputs."""
+
+    def __init__(self) -> None:
+        self.signals = 0
+        self.started: list[str] = []
+        self._previous: Any = None
+        self._installed = False
+
+    def __enter__(self) -> _OutputsOutlastSigterm:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+            self._installed = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._installed:
+            signal.signal(signal.SIGTERM, self._previous)
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self.signals += 1
+        if self.signals > 1:
+            raise _Terminated
+        print("openreg-lab run: SIGTERM while the outputs are written: finishing them first "
+              "(a second SIGTERM stops at once)", file=sys.stderr, flush=True)  # fmt: skip
+
+    def writing(self, what: str) -> None:
+        """Called before each output is written: remembers it; the test-only pause (see the Note)."""
+        self.started.append(what)
+        pause = os.environ.get(_PAUSE_ENV, "")
+        if pause.rpartition(":")[0] != what:
+            return
+        wanted = int(pause.rpartition(":")[2])
+        print(f"openreg-lab test: paused before writing the {what}", file=sys.stderr, flush=True)
+        deadline = time.monotonic() + 60
+        while self.signals < wanted and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def stopped(self, asked: list[str]) -> int:
+        """A second SIGTERM stopped the writing: say what is missing; the exit status."""
+        done = set(self.started[:-1])
+        missing = [what for what in asked if what not in done]
+        print(f"openreg-lab run: a second SIGTERM stopped the writing: not written: {', '.join(missing)}",
+              file=sys.stderr, flush=True)  # fmt: skip
+        return 128 + signal.SIGTERM
+
+    def finished(self, code: int) -> int:
+        """SIGTERM arrived while writing and every output was attempted: the exit status."""
+        print("openreg-lab run: the outputs are written; exiting for the SIGTERM", file=sys.stderr)
+        return code or 128 + signal.SIGTERM
 
 
 @contextlib.contextmanager

@@ -7,6 +7,19 @@ C++ build), named ``compile <id>`` (``compile 0/0``, ``compile 0/0 backward``), 
 <id>`` with Dynamo's reason (the first guard that failed) in ``reason``; the ops compilation runs
 on the device are its children. Each graph break Dynamo counted meanwhile is an instant
 ``graph break`` event with Dynamo's reason. Nothing is recorded while no trace is open.
+
+Note [A Dynamo reset inside a trace]
+``torch._dynamo.reset()`` clears Dynamo's compile callbacks and restarts its compile ids: every
+later compilation went unrecorded, and two functions compiled on either side of the reset made
+two regions named ``graph 0/0 inference``. Dynamo offers no callback on reset, so openreg notices
+it at the next compilation, from two points Dynamo keeps across resets: Inductor loading openreg's
+generated module (``_compiled_runtime.graph_name``) and a bytecode hook (every frame Dynamo
+compiles, whatever the backend). Both put the callbacks back (:func:`install`); the compilation
+under way is then recorded from its end, its start read from Dynamo's metrics (its span, without
+its children). A reset noticed while a trace is open starts a new epoch, and names made in an
+epoch other than 0 say so (``compile 0/0 (after reset 1)``, ``graph 0/0 inference (after reset
+1)``), so names stay unique within a trace; a reset noticed with no trace open goes back to epoch
+0, so a process that resets between traces keeps Dynamo's own names.
 """
 
 from __future__ import annotations
@@ -18,6 +31,14 @@ from typing import Any
 from openreg_lab import _C
 
 _state = threading.local()
+_installed = False  # once: then missing callbacks mean a reset
+_epoch = 0  # Note [A Dynamo reset inside a trace]
+_breaks_seen: dict[str, int] = {}  # Dynamo's graph-break counts when the last compilation ended
+
+
+def epoch_suffix() -> str:
+    """What names made now add to Dynamo's compile id (Note [A Dynamo reset inside a trace])."""
+    return f" (after reset {_epoch})" if _epoch else ""
 
 
 def _open() -> dict[str, tuple[int, dict[str, int]]]:
@@ -39,7 +60,8 @@ def _is_backward(args: Any) -> bool:
 def _name(args: Any) -> str:
     backward = _is_backward(args)
     recompile = not backward and not str(args.compile_id).endswith("/0")
-    return f"{'recompile' if recompile else 'compile'} {args.compile_id}" + (" backward" if backward else "")
+    kind = "recompile" if recompile else "compile"
+    return f"{kind} {args.compile_id}" + (" backward" if backward else "") + epoch_suffix()
 
 
 def _on_start(args: Any) -> None:
@@ -84,16 +106,35 @@ def _on_end(args: Any) -> None:
         if start is None:
             return
         _C._trace_compile(_C._trace_intern(_name(args)), reason_id, start)
-        breaks_before = {}
-    for text, count in _graph_breaks().items():
+        breaks_before = _breaks_seen
+    breaks = _graph_breaks()
+    for text, count in breaks.items():
         for _ in range(count - breaks_before.get(text, 0)):
             _C._trace_compile(_C._trace_intern("graph break"), _C._trace_intern(text), 0)
+    _breaks_seen.clear()
+    _breaks_seen.update(breaks)
 
 
 def install() -> None:
-    """Register the callbacks with Dynamo, unless they are (``torch._dynamo.reset()`` clears them)."""
+    """Register the callbacks with Dynamo, unless they are (``torch._dynamo.reset()`` clears them:
+    Note [A Dynamo reset inside a trace])."""
+    global _installed, _epoch
     from torch._dynamo.callback import callback_handler
 
-    if _on_start not in callback_handler.start_callbacks:
-        callback_handler.register_start_callback(_on_start)
-        callback_handler.register_end_callback(_on_end)
+    if _on_start in callback_handler.start_callbacks:
+        return
+    if _installed:
+        _epoch = _epoch + 1 if _C._trace_enabled() else 0
+    else:
+        from torch._dynamo.convert_frame import register_bytecode_hook
+
+        register_bytecode_hook(_after_a_frame_compiled)
+        _breaks_seen.update(_graph_breaks())
+        _installed = True
+    callback_handler.register_start_callback(_on_start)
+    callback_handler.register_end_callback(_on_end)
+
+
+def _after_a_frame_compiled(code: Any, new_code: Any) -> None:
+    """Dynamo's bytecode hook, kept across resets: puts the callbacks back after a reset."""
+    install()

@@ -16,6 +16,9 @@ from openreg_lab import _C
 intern: Callable[[str], int] = _C._trace_intern
 compiled_begin: Callable[[int, int, int], int] = _C._trace_compiled_begin
 compiled_end: Callable[[int], None] = _C._trace_scope_end
+#: Runs a graph's call as torch runs an eager call: its C++ warnings become Python warnings
+#: (Note [Warnings from compiled code] in csrc/python/Trace.cpp).
+call_with_python_warnings: Callable[[Any, Any], Any] = _C._call_with_python_warnings
 
 
 def graph_name(part: str) -> str:
@@ -24,23 +27,29 @@ def graph_name(part: str) -> str:
     ``"graph 0/0 forward"`` is the forward graph of frame 0's first compilation, ``"graph 0/1
     backward"`` the backward of its first recompile. The id is read when the generated module
     loads, which happens while its frame compiles (or is fetched from Inductor's cache), so it is
-    right for cached code too.
+    right for cached code too. After a ``torch._dynamo.reset()`` inside a trace the name says so
+    (Note [A Dynamo reset inside a trace]).
     """
     import torch
 
+    from openreg_lab.device import _compile_events
+
+    _compile_events.install()  # after a reset (Note [A Dynamo reset inside a trace])
     compile_id = torch._guards.CompileContext.current_compile_id()
-    return f"graph {compile_id} {part}" if compile_id is not None else f"graph {part}"
+    name = f"graph {compile_id} {part}" if compile_id is not None else f"graph {part}"
+    return name + _compile_events.epoch_suffix()
 
 
 def region(call: Callable[..., Any], part: str, device: int) -> Callable[..., Any]:
-    """``call`` (a generated module's entry point) recorded as one ``compiled`` event per call."""
+    """``call`` (a generated module's entry point) recorded as one ``compiled`` event per call; its
+    C++ warnings become Python warnings, as in eager mode (Note [Warnings from compiled code])."""
     name = intern(graph_name(part))
 
     @functools.wraps(call)
     def recorded(args: Any) -> Any:
         token = compiled_begin(name, 0, device)
         try:
-            return call(args)
+            return call_with_python_warnings(call, args)
         finally:
             compiled_end(token)
 

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from openreg_lab.dispatch import _lookup
 from openreg_lab.dispatch import profiles as _profiles
 from openreg_lab.dispatch.native import native_ops, via_cpu_ops
 
@@ -42,7 +43,7 @@ COLUMNS = (
     "tags",
 )
 
-_has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
+_has_kernel = _lookup.has_kernel  # Note [Operator names torch cannot parse]
 
 
 @cache

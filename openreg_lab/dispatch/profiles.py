@@ -42,6 +42,7 @@ import torch
 import yaml
 
 from openreg_lab import _C
+from openreg_lab.dispatch import _lookup
 from openreg_lab.dispatch.native import fallback_routes, native_ops, native_ops_by_family, via_cpu_ops
 
 BUILTIN_PROFILES = ("minimal", "default", "cpu", "cuda", "mps")
@@ -249,20 +250,18 @@ def profile_ops(profile: Profile) -> frozenset[str]:
 
 
 def _runs_on_cpu(op: str) -> bool:
-    return torch._C._dispatch_has_computed_kernel_for_dispatch_key(op, "CPU")
+    return _lookup.has_computed_kernel(op, "CPU")  # Note [Operator names torch cannot parse]
 
 
 def _generic_eligible(op: str) -> bool:
     """Whether the generic native path can run ``op``: it reaches the backend and has a CPU kernel."""
-    return not torch._C._dispatch_has_kernel_for_dispatch_key(
-        op, "CompositeImplicitAutograd"
-    ) and _runs_on_cpu(op)
+    return not _lookup.has_kernel(op, "CompositeImplicitAutograd") and _runs_on_cpu(op)
 
 
 def _has_composite(op: str) -> bool:
     """Whether ``op`` has a composite kernel the dispatcher would use for a backend without its own."""
     return any(
-        torch._C._dispatch_has_kernel_for_dispatch_key(op, key)
+        _lookup.has_kernel(op, key)
         for key in (
             "CompositeExplicitAutogradNonFunctional",
             "CompositeExplicitAutograd",
@@ -275,7 +274,7 @@ def _check_composite_route(ops: Iterable[str]) -> None:
     """The composite kernels are reached through PrivateUse3 (Note [Profiles]): it must be unused."""
     key = torch._C.DispatchKey.PrivateUse3
     used = torch._C._dispatch_has_backend_fallback(key) or any(
-        torch._C._dispatch_has_kernel_for_dispatch_key(op, "PrivateUse3") for op in ops
+        _lookup.has_kernel(op, "PrivateUse3") for op in ops
     )
     if used:
         raise RuntimeError(
@@ -287,7 +286,7 @@ def _check_composite_route(ops: Iterable[str]) -> None:
 def _registered_elsewhere(op: str) -> bool:
     """A PrivateUse1 kernel registered by torch or ``torch.library``, which profiles leave alone."""
     overridden = _active is not None and op in _active.overridden()
-    return not overridden and torch._C._dispatch_has_kernel_for_dispatch_key(op, "PrivateUse1")
+    return not overridden and _lookup.has_kernel(op, "PrivateUse1")
 
 
 def _plan(ops: frozenset[str]) -> tuple[frozenset[str], frozenset[str], frozenset[str], frozenset[str]]:

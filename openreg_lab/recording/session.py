@@ -35,7 +35,7 @@ import torch
 
 from openreg_lab import _C
 from openreg_lab.device import _compile
-from openreg_lab.recording import analysis, chrome, distributed, files, steps
+from openreg_lab.recording import analysis, chrome, distributed, files, perfetto, steps
 from openreg_lab.recording import events as _events
 from openreg_lab.recording import host as _host
 from openreg_lab.recording import verdict as _verdict
@@ -611,7 +611,13 @@ class Trace:
         )
 
     def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:
-        """Write a Chrome Trace Event file, for Perfetto (ui.perfetto.dev) or chrome://tracing."""
+        """Write the trace for Perfetto (ui.perfetto.dev): a ``path`` ending in ``.pftrace``,
+        ``.perfetto-trace`` or ``.pb`` gets Perfetto's own protobuf format (fast and compact, for
+        millions of events: Note [Perfetto's protobuf, written in columns]); any other the Chrome
+        Trace Event JSON, which chrome://tracing also opens."""
+        if os.fspath(path).lower().endswith(perfetto.SUFFIXES):
+            perfetto.write(path, self.events, self.columns.threads)
+            return
         chrome.write(path, self.events, self.columns.threads)
 
     # -- views (Note [Views are plugged in]) -------------------------------

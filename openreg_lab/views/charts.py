@@ -25,6 +25,9 @@ def node_color(node: str) -> str:
     return theme.DISPATCH_KEY_COLOR
 
 
+#: What the dispatch flow says for a trace without op events.
+NO_FLOW = "No op events in this trace: no dispatch flow to draw"
+
 #: Fallback bars drawn at most (the rest are summed in the table).
 TOP_FALLBACKS = 15
 
@@ -77,14 +80,25 @@ def fallbacks(fb: pd.DataFrame) -> go.Figure:
 def dispatch_flow(flows: pd.DataFrame, weight: str = "calls") -> go.Figure:
     """The Sankey of every call, from the dispatch keys that received it to what finally ran.
 
-    ``weight`` is ``"calls"`` or ``"time"`` (the calls' total time in ms).
+    ``weight`` is ``"calls"`` or ``"time"`` (the calls' total time in ms). A trace without op
+    events has no flow: the figure says so instead of holding a Sankey of no nodes, which plotly.js
+    cannot draw (``RangeError: Invalid array length`` in the page).
     """
+    unit = "calls" if weight == "calls" else "ms"
+    layout = theme.plotly_layout(
+        title={"text": f"Dispatch flow: where each call entered and what ran it (by {unit})", "x": 0},
+        height=380,
+    )
+    if flows.empty:
+        fig = go.Figure()
+        fig.update_layout(**layout, xaxis={"visible": False}, yaxis={"visible": False})
+        fig.add_annotation(text=NO_FLOW, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+        return fig
     nodes = flow.sankey_nodes(flows)
     index = {n: i for i, n in enumerate(nodes)}
     column = "calls" if weight == "calls" else "time_ns"
     values = flows[column].astype(float) / (1.0 if weight == "calls" else 1e6)
     link_colors = [_fade(node_color(t)) for t in flows["target"]]
-    unit = "calls" if weight == "calls" else "ms"
     fig = go.Figure(
         go.Sankey(
             arrangement="snap",
@@ -108,12 +122,7 @@ def dispatch_flow(flows: pd.DataFrame, weight: str = "calls") -> go.Figure:
             },
         )
     )
-    fig.update_layout(
-        **theme.plotly_layout(
-            title={"text": f"Dispatch flow: where each call entered and what ran it (by {unit})", "x": 0},
-            height=380,
-        )
-    )
+    fig.update_layout(**layout)
     return fig
 
 

@@ -136,3 +136,29 @@ def test_the_report_explores_ops_like_the_dashboard(browser: Any, report: tuple[
     page.screenshot(path=str(SCREENSHOTS / "report-op-explorer-table.png"))
     page.close()
     assert errors == []
+
+
+@pytest.mark.parametrize("what", ["nothing", "a mark"])
+def test_the_report_of_a_trace_without_op_events_draws(browser: Any, tmp_path: Path, what: str):
+    """Issue 30, point 6: the Sankey of no flow threw ``RangeError: Invalid array length``."""
+    import openreg_lab
+
+    with openreg_lab.trace() as t:
+        if what == "a mark":
+            openreg_lab.mark("nothing else")
+    assert t.events["kind"].tolist() == ([] if what == "nothing" else ["mark"])
+    path = tmp_path / "empty.html"
+    t.to_html(path)
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(path.as_uri())
+    page.locator("#timeline canvas").wait_for(timeout=20_000)
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=20_000)
+    assert errors == []  # the Sankey threw RangeError: Invalid array length
+    flow = page.locator("section", has=page.locator("h2", has_text="Dispatch flow"))
+    assert "No op events in this trace: no dispatch flow to draw" in flow.inner_text()
+    assert page.locator(".sankey").count() == 0
+    page.close()
+    assert errors == []
