@@ -55,6 +55,9 @@ def _rank(rank: int, port: int, check: bool, out: Any) -> None:
         "ogloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
         timeout=datetime.timedelta(seconds=120),
     )  # fmt: skip
+    # CPU tensors of an "ogloo" group go through openreg's backend too (Note [One group for openreg
+    # and CPU tensors]): the baseline is a plain Gloo group
+    gloo = dist.new_group(backend="gloo")
     results: dict[tuple[str, int, str], float] = {}
     for nbytes in SIZES:
         n = nbytes // 4
@@ -70,12 +73,13 @@ def _rank(rank: int, port: int, check: bool, out: Any) -> None:
                 order = list(tensors.items())
                 for device, (x, gathered) in order[:: 1 if round_ % 2 else -1]:
                     dist.barrier()
+                    group = gloo if device == "cpu" else None
                     for _ in range(iters):
                         start = time.perf_counter()
                         if op == "all_reduce":
-                            dist.all_reduce(x)
+                            dist.all_reduce(x, group=group)
                         else:
-                            dist.all_gather_into_tensor(gathered, x)
+                            dist.all_gather_into_tensor(gathered, x, group=group)
                         samples[device].append(time.perf_counter() - start)
             for device, s in samples.items():
                 results[(op, nbytes, "cpu" if device == "cpu" else "openreg")] = statistics.median(s)

@@ -547,3 +547,155 @@ def traced_subgroup_only(rank: int, world: int, path: str) -> dict[str, Any]:
     quiet.save(os.path.join(path, f"q{rank}.trace"))
     dist.destroy_process_group(group)
     return {"group_ranks": t.collectives()["rank"].tolist(), "job": t.job.as_dict()}
+
+
+def _refusal(fn: Any) -> str:
+    """The ValueError ``fn()`` raises, as a string ("" if none)."""
+    try:
+        fn()
+    except ValueError as e:
+        return str(e)
+    return ""
+
+
+def mixed_device_ranks(rank: int, world: int) -> dict[str, Any]:
+    """Rank 0 passes a CPU tensor, the others openreg tensors: a ValueError on every rank, at once,
+    naming both devices; the group lives on (the device type is part of the agreement)."""
+    group = dist.new_group()
+    x = torch.ones(4) if rank == 0 else torch.ones(4, device=_dev(rank))
+    message = _refusal(lambda: dist.all_reduce(x, group=group))
+    y = torch.ones(2, device=_dev(rank))
+    dist.all_reduce(y, group=group)
+    c = torch.ones(2)
+    dist.all_reduce(c, group=group)  # CPU tensors on every rank: fine
+    dist.destroy_process_group(group)
+    return {"message": message, "after": [float(y[0]), float(c[0])]}
+
+
+def reinit_same_store(rank: int, world: int, port: int) -> list[float]:
+    """destroy_process_group() then init_process_group() over one store, while the old group is still
+    referenced (an un-waited Work): the new group never reads the old one's agreement rows
+    (Note [A group's incarnations])."""
+    import time
+
+    dist.destroy_process_group()
+    store = dist.TCPStore("127.0.0.1", port, world, rank == 0, timeout=datetime.timedelta(seconds=30))
+    kwargs: dict[str, Any] = {"store": store, "rank": rank, "world_size": world}
+    dist.init_process_group("ogloo", timeout=datetime.timedelta(seconds=20), **kwargs)
+    dev = _dev(rank)
+    x = torch.ones(4, device=dev)
+    for _ in range(3):
+        dist.all_reduce(x)
+    old_group, work = dist.group.WORLD, dist.all_reduce(x, async_op=True)
+    work.wait()
+    dist.destroy_process_group()
+    dist.init_process_group("ogloo", timeout=datetime.timedelta(seconds=20), **kwargs)
+    if rank == world - 1:
+        time.sleep(0.5)  # the others read this rank's slot before it posts in the new group
+    y = torch.ones(5, device=dev)
+    dist.all_reduce(y)
+    del old_group, work
+    return [float(x[0]), float(y[0])]
+
+
+def alltoall_bad_splits(rank: int, world: int) -> dict[str, Any]:
+    """all_to_all_single with split sizes that disagree: the same ValueError on every rank before
+    Gloo runs; the group lives on. Rank 0 expects 1 element from rank 1, which sends it 2."""
+    assert world == 2
+    dev = _dev(rank)
+    group = dist.new_group()
+    send = torch.arange(4.0, device=dev)
+    if rank == 0:
+        recv, out_splits, in_splits = torch.empty(2, device=dev), [1, 1], [1, 3]
+    else:
+        recv, out_splits, in_splits = torch.empty(5, device=dev), [3, 2], [2, 2]
+    message = _refusal(lambda: dist.all_to_all_single(recv, send, out_splits, in_splits, group=group))
+    # the same with matching splits works
+    good = torch.empty(4, device=dev)
+    dist.all_to_all_single(good, send, [2, 2], [2, 2], group=group)
+    dist.destroy_process_group(group)
+    return {"message": message, "good": good.tolist()}
+
+
+def non_dense(rank: int, world: int) -> dict[str, Any]:
+    """A strided view (x[::2]) is refused with NCCL's rule, on every rank, and no byte outside the
+    view (nor inside) is written; one rank's view against another's dense tensor is a
+    disagreement on every rank. The group lives on."""
+    dev = _dev(rank)
+    group = dist.new_group()
+    out: dict[str, Any] = {}
+    base = torch.arange(8.0, device=dev) + 10 * rank
+    before = base.clone()
+    out["allreduce"] = _refusal(lambda: dist.all_reduce(base[::2], group=group))
+    out["broadcast"] = _refusal(lambda: dist.broadcast(base[::2], src=0, group=group))
+    out["reduce"] = _refusal(lambda: dist.reduce(base[::2], dst=0, group=group))
+    chunks = [torch.ones(8, device=dev)[::2] for _ in range(world)] if rank == 0 else None
+    out["scatter"] = _refusal(lambda: dist.scatter(base[::2], chunks, src=0, group=group))
+    out["untouched"] = torch.equal(base.cpu(), before.cpu())
+    one = base[::2] if rank == 0 else torch.ones(4, device=dev)
+    out["one rank"] = _refusal(lambda: dist.all_reduce(one, group=group))
+    y = base[::2].contiguous()
+    dist.all_reduce(y, group=group)  # the fix the message gives
+    out["contiguous"] = y.tolist()
+    dist.destroy_process_group(group)
+    return out
+
+
+def half_avg(rank: int, world: int) -> dict[str, Any]:
+    """AVG in float16/bfloat16 of [1.5, 60000] on every rank: the mean is representable, the sum
+    (120000) is not (Note [Averaging half-precision tensors])."""
+    dev = _dev(rank)
+    out: dict[str, Any] = {}
+    for name, dtype in (("float16", torch.float16), ("bfloat16", torch.bfloat16)):
+        x = torch.tensor([1.5, 60000.0], dtype=dtype, device=dev)
+        dist.all_reduce(x, op=dist.ReduceOp.AVG)
+        out[f"all_reduce {name}"] = x.float().tolist()
+        # reduce_scatter divides copies: the caller's input is not changed
+        inp = torch.tensor([1.5, 60000.0] * world, dtype=dtype, device=dev)
+        y = torch.empty(2, dtype=dtype, device=dev)
+        dist.reduce_scatter_tensor(y, inp, op=dist.ReduceOp.AVG)
+        out[f"reduce_scatter {name}"] = y.float().tolist()
+        out[f"input kept {name}"] = inp.float().tolist() == [1.5, float(inp[1])] * world
+    return out
+
+
+def one_line_errors(rank: int, world: int) -> dict[str, str]:
+    """Errors a program can make, each one line naming the collective, the group, what was passed
+    and the fix, with no C++ backtrace; every rank raises alike and the group lives on."""
+    dev = _dev(rank)
+    group = dist.new_group()
+    x = torch.ones(4, device=dev)
+    out: dict[str, str] = {}
+    short = torch.empty(4, dtype=torch.int16, device=dev)
+    out["int16"] = _refusal(lambda: dist.all_reduce(short, group=group))
+    uint32 = torch.empty(4, dtype=torch.uint32, device=dev)
+    out["uint32"] = _refusal(lambda: dist.broadcast(uint32, src=0, group=group))
+    float8 = torch.empty(4, dtype=torch.float8_e4m3fn, device=dev)
+    out["float8"] = _refusal(lambda: dist.all_reduce(float8, group=group))
+    premul = dist._make_nccl_premul_sum(2.0)
+    out["premul_sum"] = _refusal(lambda: dist.all_reduce(x, op=premul, group=group))
+    out["band float"] = _refusal(lambda: dist.all_reduce(x, op=dist.ReduceOp.BAND, group=group))
+    out["output list"] = _refusal(lambda: dist.all_gather([torch.empty(4, device=dev)], x, group=group))
+    out["avg int"] = _refusal(lambda: dist.all_reduce(x.long(), op=dist.ReduceOp.AVG, group=group))
+    if rank == 0:
+        other = _refusal(lambda: dist.all_reduce(x, group=group))
+    else:
+        other = _refusal(lambda: dist.broadcast(x, src=0, group=group))
+    out["other collective"] = other
+    y = torch.ones(2, device=dev)
+    dist.all_reduce(y, group=group)
+    out["after"] = str(float(y[0]))
+    dist.destroy_process_group(group)
+    return out
+
+
+def gloo_group_refuses_openreg(rank: int, world: int) -> dict[str, Any]:
+    """A group built with backend "gloo" serves CPU tensors; an openreg tensor gets one ValueError
+    saying to use openreg's backend or none (Note [A group without openreg's backend])."""
+    group = dist.new_group(backend="gloo")
+    c = torch.ones(3)
+    dist.all_reduce(c, group=group)
+    message = _refusal(lambda: dist.all_reduce(torch.ones(4, device=_dev(rank)), group=group))
+    dist.all_reduce(c, group=group)  # the group lives on
+    dist.destroy_process_group(group)
+    return {"message": message, "cpu": c.tolist()}

@@ -515,3 +515,96 @@ def test_the_job_report_names_a_failed_rank_and_keeps_the_others(
     assert "rank 1 wrote nothing within 0 s: it failed or was killed" in page
     assert "rank 0 \\u00b7 thread" in page and "rank 1 \\u00b7 thread" not in page
     assert "openreg-lab: rank 1 wrote nothing within 0 s" in capsys.readouterr().err
+
+
+def test_a_cpu_tensor_against_an_openreg_one_is_a_value_error_on_every_rank(pool: RankPool) -> None:
+    r0, r1 = pool.run("mixed_device_ranks", timeout=40)
+    assert r0["message"] == r1["message"]
+    assert "openreg allreduce (group '" in r0["message"]
+    assert (
+        "rank 0: one Float tensor of shape [4] on cpu; rank 1: one Float tensor of shape [4] on openreg"
+        in r0["message"]
+    )
+    assert r0["message"].endswith("nothing was sent")
+    assert r0["after"] == r1["after"] == [2.0, 2.0]  # the group lives on, for both devices
+
+
+def test_init_again_over_the_same_store_never_reads_the_old_rows(pool: RankPool) -> None:
+    port = free_port()
+    assert pool.run("reinit_same_store", port, timeout=60) == [[16.0, 2.0]] * 2  # 2**4, then 1 + 1
+
+
+def test_all_to_all_single_split_sizes_are_compared(pool: RankPool) -> None:
+    r0, r1 = pool.run("alltoall_bad_splits", timeout=40)
+    assert r0["message"] == r1["message"]
+    assert r0["message"].startswith("openreg alltoall_base (group '")
+    assert (
+        "the ranks' split sizes do not match (rank 0 sends [1, 3] of 4 and receives [1, 1] of 2; "
+        "rank 1 sends [2, 2] of 4 and receives [3, 2] of 5)"
+    ) in r0["message"]
+    assert r0["message"].endswith("nothing was sent")
+    assert r0["good"] == [0.0, 1.0, 0.0, 1.0] and r1["good"] == [2.0, 3.0, 2.0, 3.0]
+
+
+def test_a_strided_view_is_refused_on_every_rank(pool: RankPool) -> None:
+    r0, r1 = pool.run("non_dense", timeout=40)
+    for name in ("allreduce", "broadcast", "reduce", "scatter"):
+        for r in (r0, r1):
+            message = r[name]
+            assert message.startswith(f"openreg {name} (group '"), message
+            assert "is not dense" in message and "pass x.contiguous()" in message, message
+            assert "\n" not in message
+    assert r0["untouched"] and r1["untouched"]  # nothing written inside or outside the views
+    assert r0["one rank"] == r1["one rank"]
+    assert (
+        "rank 0: one Float tensor of shape [4], not dense; rank 1: one Float tensor of shape [4]"
+        in (r0["one rank"])
+    )
+    assert r0["contiguous"] == [10.0, 14.0, 18.0, 22.0]  # (0 + 10) + 2i, summed
+
+
+def test_half_precision_avg_does_not_overflow(pool: RankPool) -> None:
+    bf16_60000 = float(torch.tensor(60000.0).to(torch.bfloat16))  # 59904
+    for r in pool.run("half_avg"):
+        assert r["all_reduce float16"] == r["reduce_scatter float16"] == [1.5, 60000.0]  # not inf
+        assert r["all_reduce bfloat16"] == r["reduce_scatter bfloat16"] == [1.5, bf16_60000]
+        assert r["input kept float16"] and r["input kept bfloat16"]
+
+
+def test_errors_are_one_line_naming_the_call_and_the_fix(pool: RankPool) -> None:
+    r0, r1 = pool.run("one_line_errors", timeout=40)
+    assert r0["after"] == r1["after"] == "2.0"
+    for r in (r0, r1):
+        for key, message in r.items():
+            if key == "after":
+                continue
+            assert message and "\n" not in message and "frame #" not in message, (key, message)
+            assert message.startswith("openreg ") and "(group '" in message, (key, message)
+            assert "?" not in message and "Invalid scalar type" not in message, (key, message)
+    rank = ", rank 0 of 2, "
+    assert r0["int16"].startswith("openreg allreduce (group '") and rank in r0["int16"]
+    assert "Gloo moves no Short tensors" in r0["int16"] and "x.to(torch.int32)" in r0["int16"]
+    assert "Gloo moves no UInt32 tensors" in r0["uint32"] and r0["uint32"].startswith("openreg broadcast")
+    assert "Gloo moves no Float8_e4m3fn tensors" in r0["float8"]
+    assert "ReduceOp.PREMUL_SUM is not supported" in r0["premul_sum"] and "ReduceOp.SUM" in r0["premul_sum"]
+    assert "ReduceOp.BAND needs integer or bool tensors, got Float" in r0["band float"]
+    assert "the output list holds 1 tensors for a group of 2 ranks" in r0["output list"]
+    assert "AVG needs floating-point tensors, got Long" in r0["avg int"]
+    other = r0["other collective"]
+    assert (
+        other == r1["other collective"]
+        or other.replace("allreduce (", "broadcast (", 1) == (r1["other collective"])
+    )
+    assert (
+        "the ranks of the group passed different collectives (rank 0: allreduce of one Float tensor of "
+        "shape [4], SUM; rank 1: broadcast of one Float tensor of shape [4], root 0)"
+    ) in other
+
+
+def test_a_gloo_group_refuses_openreg_tensors_naming_the_fix(pool: RankPool) -> None:
+    r0, r1 = pool.run("gloo_group_refuses_openreg", timeout=40)
+    assert r0["cpu"] == r1["cpu"] == [4.0] * 3
+    message = r0["message"]
+    assert message.startswith("openreg allreduce (group '") and "rank 0 of 2, 16 bytes of Float" in message
+    assert "serves CPU tensors only" in message and "\n" not in message
+    assert "init_process_group('ogloo')" in message and "init_process_group()" in message

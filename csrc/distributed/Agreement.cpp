@@ -13,12 +13,24 @@ namespace openreg::distributed {
 namespace {
 
 using Fields = std::array<int64_t, Signature::kFields>;
+using Rows = std::vector<std::vector<int64_t>>;
 
 // Indices into Signature::fields.
-enum Field : int { kOp, kDtype, kTensors, kElements, kRoot, kReduceOp, kDims, kSizes };
+enum Field : int {
+  kOp,
+  kDevice,
+  kDtype,
+  kTensors,
+  kElements,
+  kRoot,
+  kReduceOp,
+  kFlags,
+  kDims,
+  kSizes
+};
 
 // A posted row: the signature, the call's number in the group, whether the
-// rank issued it ahead.
+// rank issued it ahead, then the split sizes (if any).
 constexpr int kSeq = Signature::kFields;
 constexpr int kAhead = Signature::kFields + 1;
 constexpr int kRow = Signature::kFields + 2;
@@ -28,8 +40,38 @@ constexpr auto kWatchdogPeriod = std::chrono::milliseconds(10);
 
 using Clock = std::chrono::steady_clock;
 
-std::string slot_key(int64_t seq, int rank) {
-  return "openreg/agree/" + std::to_string(seq % Agreement::kSlots) + "/" + std::to_string(rank);
+// The backend's collectives (Backend.cpp), by their number in a signature.
+constexpr const char* kCollectives[] = {"broadcast",
+                                        "allreduce",
+                                        "allreduce_coalesced",
+                                        "reduce",
+                                        "allgather",
+                                        "allgather_into_tensor",
+                                        "allgather_coalesced",
+                                        "allgather_into_tensor_coalesced",
+                                        "gather",
+                                        "scatter",
+                                        "reduce_scatter",
+                                        "reduce_scatter_tensor",
+                                        "reduce_scatter_tensor_coalesced",
+                                        "alltoall_base",
+                                        "alltoall",
+                                        "send",
+                                        "recv",
+                                        "barrier"};
+
+int64_t collective_number(std::string_view op) {
+  for (size_t i = 0; i < std::size(kCollectives); ++i) {
+    if (op == kCollectives[i]) {
+      return static_cast<int64_t>(i);
+    }
+  }
+  TORCH_INTERNAL_ASSERT(false, "openreg: no collective named ", op);
+}
+
+const char* collective_name(int64_t op) {
+  return op >= 0 && op < static_cast<int64_t>(std::size(kCollectives)) ? kCollectives[op]
+                                                                       : "an unknown collective";
 }
 
 std::exception_ptr value_error(const std::string& what) {
@@ -45,20 +87,28 @@ std::exception_ptr value_error(const std::string& what) {
 // (every rank at the same call, since their histories are the same).
 constexpr size_t kMaxPredictions = 4096;
 
-const char* reduce_op_name(int64_t op) {
+std::string reduce_op_name(int64_t op) {
   static constexpr const char* kNames[] = {"SUM",  "AVG", "PRODUCT", "MIN",        "MAX",
                                            "BAND", "BOR", "BXOR",    "PREMUL_SUM", "UNUSED"};
-  return op >= 0 && op < static_cast<int64_t>(std::size(kNames)) ? kNames[op] : "?";
+  return op >= 0 && op < static_cast<int64_t>(std::size(kNames))
+             ? std::string(kNames[op])
+             : "reduce op " + std::to_string(op);
 }
 
-// What one rank passed, for the error. `differs` says which of the root and
-// the reduce op to name (only those that differ between the ranks).
-std::string describe(const int64_t* s, std::string_view op, int64_t own_op, bool root_differs,
-                     bool reduce_op_differs) {
+// Which parts of the rows to name: those that differ between the ranks.
+struct Differs {
+  bool op = false;
+  bool device = false;
+  bool root = false;
+  bool reduce_op = false;
+  bool flags = false;
+};
+
+// What one rank passed, for the error.
+std::string describe(const int64_t* s, const Differs& differs) {
   std::ostringstream out;
-  if (s[kOp] != own_op) {
-    out << "another collective than " << op;
-    return out.str();
+  if (differs.op) {
+    out << collective_name(s[kOp]) << " of ";
   }
   if (s[kTensors] == 0) {
     out << "no tensor";
@@ -76,13 +126,69 @@ std::string describe(const int64_t* s, std::string_view op, int64_t own_op, bool
       out << " (" << s[kElements] << " elements in all)";
     }
   }
-  if (root_differs) {
+  if (differs.device) {
+    out << " on " << c10::DeviceTypeName(static_cast<c10::DeviceType>(s[kDevice]), true);
+  }
+  if (differs.root && s[kRoot] >= 0) {
     out << ", root " << s[kRoot];
   }
-  if (reduce_op_differs) {
+  if (differs.reduce_op && s[kReduceOp] >= 0) {
     out << ", " << reduce_op_name(s[kReduceOp]);
   }
+  if (differs.flags && (s[kFlags] & Signature::kNotDense)) {
+    out << ", not dense";
+  }
+  if (differs.flags && (s[kFlags] & Signature::kRefused)) {
+    out << ", which it refuses (its own error says why)";
+  }
   return out.str();
+}
+
+std::string list(const int64_t* values, int n) {
+  std::ostringstream out;
+  out << "[";
+  for (int i = 0; i < n; ++i) {
+    out << (i ? ", " : "") << values[i];
+  }
+  out << "]";
+  return out.str();
+}
+
+// The disagreement of all_to_all's split sizes (Note [Split sizes agree]),
+// "" when they match.
+std::string split_mismatch(const Rows& rows, int size, const char* op, const std::string& group) {
+  auto splits = [&](int r) { return rows[r].data() + kRow; };
+  bool match = true;
+  for (int r = 0; r < size; ++r) {
+    if (rows[r].size() != static_cast<size_t>(kRow + 2 + 2 * size)) {
+      return "";  // no splits posted: nothing to compare
+    }
+  }
+  for (int r = 0; r < size && match; ++r) {
+    const int64_t* s = splits(r);
+    int64_t sent = 0;
+    int64_t received = 0;
+    for (int q = 0; q < size; ++q) {
+      sent += s[2 + q];
+      received += s[2 + size + q];
+      match &= s[2 + q] == splits(q)[2 + size + r];
+    }
+    match &= sent == s[0] && received == s[1];
+  }
+  if (match) {
+    return "";
+  }
+  std::ostringstream what;
+  what << "openreg " << op << " (group '" << group << "'): the ranks' split sizes do not match (";
+  for (int r = 0; r < size; ++r) {
+    const int64_t* s = splits(r);
+    what << (r ? "; " : "") << "rank " << r << " sends " << list(s + 2, size) << " of " << s[0]
+         << " and receives " << list(s + 2 + size, size) << " of " << s[1];
+  }
+  what << "). Rank r's input split size for rank q must equal rank q's output split size for "
+          "rank r, and each rank's splits must add up to its tensor's elements (its first "
+          "dimension in all_to_all_single); nothing was sent";
+  return what.str();
 }
 
 }  // namespace
@@ -96,9 +202,11 @@ bool agreement_checked() {
 }
 
 Signature::Signature(std::string_view op, const std::vector<at::Tensor>& tensors, int64_t root,
-                     int64_t reduce_op) {
+                     int64_t reduce_op, c10::DeviceType device, int64_t flags) {
   fields.fill(-1);
-  fields[kOp] = static_cast<int64_t>(std::hash<std::string_view>{}(op) >> 1);
+  fields[kOp] = collective_number(op);
+  fields[kDevice] = static_cast<int64_t>(device);
+  fields[kFlags] = flags;
   fields[kTensors] = static_cast<int64_t>(tensors.size());
   fields[kElements] = 0;
   for (const at::Tensor& t : tensors) {
@@ -121,16 +229,35 @@ size_t Signature::hash() const {
   for (int64_t f : fields) {
     h = h * 1000003u ^ std::hash<int64_t>{}(f);
   }
+  for (int64_t f : splits) {
+    h = h * 1000003u ^ std::hash<int64_t>{}(f);
+  }
   return h;
 }
 
+void Signature::without_sizes() {
+  fields[kElements] = -1;
+  std::fill(fields.begin() + kSizes, fields.end(), -1);
+}
+
 Agreement::Agreement(c10::intrusive_ptr<c10d::Backend> transport,
-                     c10::intrusive_ptr<c10d::Store> store)
+                     c10::intrusive_ptr<c10d::Store> store, std::string group_name)
     : transport_(std::move(transport)),
       store_(std::move(store)),
       watcher_(store_->clone()),
       rank_(transport_->getRank()),
-      size_(transport_->getSize()) {}
+      size_(transport_->getSize()),
+      group_name_(std::move(group_name)) {
+  int64_t incarnation = 0;
+  if (agreement_checked() && size_ > 1) {  // Note [A group's incarnations]
+    incarnation = (store_->add("openreg/agree/joined", 1) - 1) / size_;
+  }
+  prefix_ = "openreg/agree/" + std::to_string(incarnation) + "/";
+}
+
+std::string Agreement::slot_key(int64_t seq, int rank) const {
+  return prefix_ + std::to_string(seq % kSlots) + "/" + std::to_string(rank);
+}
 
 Agreement::~Agreement() {
   stop();
@@ -166,9 +293,9 @@ std::shared_ptr<AheadCall> Agreement::start(const char* op, const Signature& min
   }
   post(*store_, mine, seq, /*ahead=*/false);
   const auto timeout = store_->getTimeout();
-  std::optional<std::vector<int64_t>> all = rows(*store_, seq, timeout);
-  TORCH_CHECK_WITH(DistBackendError, all.has_value(), "openreg ", op,
-                   ": not every rank of the group called a collective within ", timeout.count(),
+  std::optional<Rows> all = rows(*store_, seq, timeout);
+  TORCH_CHECK_WITH(DistBackendError, all.has_value(), "openreg ", op, " (group '", group_name_,
+                   "'): not every rank of the group called a collective within ", timeout.count(),
                    " ms of this one (a rank stopped, or called something else)");
   const std::string disagreement = compare(*all, op);
   if (disagreement.empty()) {
@@ -178,7 +305,7 @@ std::shared_ptr<AheadCall> Agreement::start(const char* op, const Signature& min
   }
   bool anyone_ahead = false;
   for (int r = 0; r < size_; ++r) {
-    anyone_ahead |= (*all)[r * kRow + kAhead] != 0;
+    anyone_ahead |= (*all)[r][kAhead] != 0;
   }
   if (anyone_ahead && predicted.has_value() && predicted->decoy) {
     // They are inside the predicted collective: complete it with them, and
@@ -205,16 +332,18 @@ void Agreement::remember(const Call& call) {
 }
 
 void Agreement::post(c10d::Store& store, const Signature& sig, int64_t seq, bool ahead) {
-  std::array<int64_t, kRow> row;
+  std::vector<int64_t> row(kRow + sig.splits.size());
   std::copy(sig.fields.begin(), sig.fields.end(), row.begin());
   row[kSeq] = seq;
   row[kAhead] = ahead ? 1 : 0;
+  std::copy(sig.splits.begin(), sig.splits.end(), row.begin() + kRow);
   const auto* bytes = reinterpret_cast<const uint8_t*>(row.data());
-  store.set(slot_key(seq, rank_), std::vector<uint8_t>(bytes, bytes + sizeof(row)));
+  store.set(slot_key(seq, rank_),
+            std::vector<uint8_t>(bytes, bytes + row.size() * sizeof(int64_t)));
 }
 
-std::optional<std::vector<int64_t>> Agreement::rows(c10d::Store& store, int64_t seq,
-                                                    std::chrono::milliseconds timeout) {
+std::optional<Rows> Agreement::rows(c10d::Store& store, int64_t seq,
+                                    std::chrono::milliseconds timeout) {
   std::vector<std::string> keys;
   for (int r = 0; r < size_; ++r) {
     keys.push_back(slot_key(seq, r));
@@ -232,13 +361,15 @@ std::optional<std::vector<int64_t>> Agreement::rows(c10d::Store& store, int64_t 
   }
   for (;;) {  // a slot may still hold the call kSlots before: wait for this one
     std::vector<std::vector<uint8_t>> values = store.multiGet(keys);
-    std::vector<int64_t> all(static_cast<size_t>(size_) * kRow);
+    Rows all(size_);
     bool current = true;
     for (int r = 0; r < size_; ++r) {
-      TORCH_CHECK(values[r].size() == kRow * sizeof(int64_t),
-                  "openreg: a malformed row in the store at ", keys[r]);
-      std::memcpy(&all[r * kRow], values[r].data(), values[r].size());
-      current &= all[r * kRow + kSeq] == seq;
+      TORCH_CHECK(
+          values[r].size() >= kRow * sizeof(int64_t) && values[r].size() % sizeof(int64_t) == 0,
+          "openreg: a malformed row in the store at ", keys[r]);
+      all[r].resize(values[r].size() / sizeof(int64_t));
+      std::memcpy(all[r].data(), values[r].data(), values[r].size());
+      current &= all[r][kSeq] == seq;
     }
     if (current) {
       return all;
@@ -250,29 +381,31 @@ std::optional<std::vector<int64_t>> Agreement::rows(c10d::Store& store, int64_t 
   }
 }
 
-std::string Agreement::compare(const std::vector<int64_t>& rows, const char* op) const {
-  const int64_t* all = rows.data();
-  auto at = [&](int r, int field) { return all[r * kRow + field]; };
+std::string Agreement::compare(const Rows& rows, const char* op) const {
+  auto at = [&](int r, int field) { return rows[r][field]; };
   bool agree = true;
   bool anyone_ahead = false;
-  bool root_differs = false;
-  bool reduce_op_differs = false;
+  Differs differs;
   for (int r = 0; r < size_; ++r) {
-    agree &= std::memcmp(all, all + r * kRow, sizeof(Fields)) == 0;
+    agree &= std::memcmp(rows[0].data(), rows[r].data(), sizeof(Fields)) == 0;
     anyone_ahead |= at(r, kAhead) != 0;
-    root_differs |= at(r, kRoot) != at(0, kRoot);
-    reduce_op_differs |= at(r, kReduceOp) != at(0, kReduceOp);
+    differs.op |= at(r, kOp) != at(0, kOp);
+    differs.device |= at(r, kDevice) != at(0, kDevice);
+    differs.root |= at(r, kRoot) != at(0, kRoot);
+    differs.reduce_op |= at(r, kReduceOp) != at(0, kReduceOp);
+    differs.flags |= at(r, kFlags) != at(0, kFlags);
   }
   if (agree) {
-    return "";
+    return split_mismatch(rows, size_, op, group_name_);
   }
   std::ostringstream what;
-  what << "openreg " << op << ": the ranks of the group passed different tensors (";
+  what << "openreg " << op << " (group '" << group_name_ << "'): the ranks of the group passed "
+       << (differs.op ? "different collectives" : "different tensors") << " (";
   for (int r = 0; r < size_; ++r) {
-    what << (r ? "; " : "") << "rank " << r << ": "
-         << describe(all + r * kRow, op, at(rank_, kOp), root_differs, reduce_op_differs);
+    what << (r ? "; " : "") << "rank " << r << ": " << describe(rows[r].data(), differs);
   }
-  what << "). Every rank must call the same collective with tensors of the same shape and dtype; "
+  what << "). Every rank must call the same collective with tensors of the same shape, dtype and "
+          "device type; "
        << (anyone_ahead ? "the ranks that had issued it ahead of this check hold no result"
                         : "nothing was sent");
   return what.str();
@@ -320,7 +453,7 @@ void Agreement::watchdog() {
         if (!c->posted.exchange(true)) {
           post(*watcher_, c->sig, c->seq, /*ahead=*/true);
         }
-        std::optional<std::vector<int64_t>> all = rows(*watcher_, c->seq, {});
+        std::optional<Rows> all = rows(*watcher_, c->seq, {});
         if (!all.has_value()) {
           continue;  // not every rank has posted: look again later
         }
@@ -343,7 +476,7 @@ std::exception_ptr Agreement::disagreement(AheadCall& call) {
     return nullptr;  // nobody can have disagreed (Note [Ranks agree before Gloo runs])
   }
   try {
-    std::optional<std::vector<int64_t>> all = rows(*watcher_, call.seq, {});
+    std::optional<Rows> all = rows(*watcher_, call.seq, {});
     if (all.has_value()) {
       const std::string disagreement = compare(*all, call.op);
       if (!disagreement.empty()) {

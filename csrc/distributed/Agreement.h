@@ -37,9 +37,35 @@
 // Only calls a decoy can stand in for run ahead: one tensor, a collective
 // whose sizes its signature fixes (Backend.cpp).
 //
-// Signatures are posted in slots ("openreg/agree/<slot>/<rank>", the slot is
-// the call's number in the group modulo kSlots), each holding its call's
-// number, so the store keeps a bounded number of keys per group.
+// Signatures are posted in slots ("openreg/agree/<incarnation>/<slot>/<rank>",
+// the slot is the call's number in the group modulo kSlots), each holding its
+// call's number, so the store keeps a bounded number of keys per group.
+//
+// A refusal (a tensor that is not dense, a dtype or reduce op Gloo lacks, a
+// malformed list) is part of the signature, not raised before it: a rank
+// refusing alone would leave the others waiting for its row. So every rank
+// compares first; when they agree, every rank refuses alike, and a refused
+// call never runs ahead (it has no decoy). The device type is part of the
+// signature too: CPU tensors go through this backend as well
+// (Note [One group for openreg and CPU tensors]), so a rank passing a CPU
+// tensor where another passes an openreg one is a disagreement.
+//
+// Note [A group's incarnations]
+// torch names groups by their order of creation ("0" for the default group),
+// so destroy_process_group() then init_process_group() over the same store
+// (torchrun's, or one the caller passes) gives the new group the keys of the
+// old one, whose rows are still there, numbered from 0 like the new calls.
+// Each group therefore takes an incarnation number when it is built (every
+// rank adds 1 to "openreg/agree/joined"; the count before it, divided by the
+// group size, is the same on every rank, since a group is built by all its
+// ranks before it can be destroyed) and posts under it.
+//
+// Note [Split sizes agree]
+// all_to_all's ranks pass different sizes by design, so its signature leaves
+// out the sizes and carries the split sizes instead: rank r's elements for
+// rank q must be the elements rank q expects from r, and each rank's splits
+// must add up to its tensors. Every rank checks the whole matrix of rows, so a
+// mismatch is the same ValueError everywhere, before Gloo runs.
 // OPENREG_DIST_CHECK=0 skips all of it, for programs known to be consistent
 // (benchmarks/bench_distributed.py measures both).
 
@@ -73,18 +99,29 @@ using Decoy = std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend& transp
 // What every rank of a group must pass alike for one collective.
 struct Signature {
   static constexpr int kMaxDims = 6;
-  // collective, dtype, tensors, elements, root, reduce op, ndim, sizes.
-  static constexpr int kFields = 7 + kMaxDims;
+  // collective, device type, dtype, tensors, elements, root, reduce op,
+  // flags, ndim, sizes.
+  static constexpr int kFields = 9 + kMaxDims;
+  // Flags: what the ranks must agree on before this rank refuses its call.
+  static constexpr int64_t kNotDense = 1;  // a tensor is not dense (refused)
+  static constexpr int64_t kRefused = 2;   // refused for another reason
   std::array<int64_t, kFields> fields;
+  // all_to_all's split sizes (Note [Split sizes agree]): elements sent and
+  // received in all, then the elements sent to each rank, then received from
+  // each rank. Empty for other collectives.
+  std::vector<int64_t> splits;
 
+  // `op` is one of the backend's collective names (Agreement.cpp);
   // `root` and `reduce_op` are -1 where the collective has none.
   Signature(std::string_view op, const std::vector<at::Tensor>& tensors, int64_t root,
-            int64_t reduce_op);
+            int64_t reduce_op, c10::DeviceType device, int64_t flags);
   Signature() : fields{} {}
   bool operator==(const Signature& other) const {
-    return fields == other.fields;
+    return fields == other.fields && splits == other.splits;
   }
   size_t hash() const;
+  // Forgets the sizes (all_to_all's differ between ranks by design).
+  void without_sizes();
 };
 
 // A call issued ahead of its ranks' agreement, as its Work and the watchdog
@@ -109,7 +146,8 @@ class Agreement {
   static constexpr auto kAheadGrace = std::chrono::milliseconds(50);
   static constexpr int64_t kSlots = 1024;
 
-  Agreement(c10::intrusive_ptr<c10d::Backend> transport, c10::intrusive_ptr<c10d::Store> store);
+  Agreement(c10::intrusive_ptr<c10d::Backend> transport, c10::intrusive_ptr<c10d::Store> store,
+            std::string group_name);
   ~Agreement();
   Agreement(const Agreement&) = delete;
   Agreement& operator=(const Agreement&) = delete;
@@ -141,10 +179,11 @@ class Agreement {
   void post(c10d::Store& store, const Signature& sig, int64_t seq, bool ahead);
   // Every rank's row for call `seq` once all are posted (waiting up to
   // `timeout`, none: only looking), or nothing.
-  std::optional<std::vector<int64_t>> rows(c10d::Store& store, int64_t seq,
-                                           std::chrono::milliseconds timeout);
+  std::optional<std::vector<std::vector<int64_t>>> rows(c10d::Store& store, int64_t seq,
+                                                        std::chrono::milliseconds timeout);
   // The disagreement of `rows`, "" when the ranks agree.
-  std::string compare(const std::vector<int64_t>& rows, const char* op) const;
+  std::string compare(const std::vector<std::vector<int64_t>>& rows, const char* op) const;
+  std::string slot_key(int64_t seq, int rank) const;
   void watchdog();
 
   c10::intrusive_ptr<c10d::Backend> transport_;
@@ -154,6 +193,10 @@ class Agreement {
   c10::intrusive_ptr<c10d::Store> watcher_;
   int rank_;
   int size_;
+  std::string group_name_;
+  // "openreg/agree/<incarnation>/": the keys of this incarnation of the group
+  // (Note [A group's incarnations]).
+  std::string prefix_;
 
   std::mutex mutex_;
   std::optional<size_t> last_key_;         // the hash of the group's last call

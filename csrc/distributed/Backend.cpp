@@ -7,6 +7,9 @@
 #include <c10/util/Exception.h>
 #include <c10/util/irange.h>
 
+#include <algorithm>
+#include <sstream>
+
 namespace openreg::distributed {
 
 namespace {
@@ -47,14 +50,116 @@ Decoy one_tensor_decoy(const Tensors& tensors, Issue issue) {
   };
 }
 
+// Note [Averaging half-precision tensors]
+// Gloo's AVG is a sum, then a division: in float16 the sum of [1.5, 60000]
+// over two ranks overflows to inf although the mean, 30000.75, is a float16.
+// For float16 and bfloat16, each rank divides its input by the group size
+// before the sum instead (as NCCL's AVG premultiplies floating-point inputs
+// by 1/size), so the sum stays within the range of the mean; float32 and
+// float64 keep the sum then the division, which rounds once.
+bool is_half(at::ScalarType t) {
+  return t == at::ScalarType::Half || t == at::ScalarType::BFloat16;
+}
+
+// The dtypes Gloo reduces and moves (others raise "Invalid scalar type").
+bool gloo_has(at::ScalarType t) {
+  switch (t) {
+    case at::ScalarType::Float:
+    case at::ScalarType::Double:
+    case at::ScalarType::Half:
+    case at::ScalarType::BFloat16:
+    case at::ScalarType::Char:
+    case at::ScalarType::Byte:
+    case at::ScalarType::Int:
+    case at::ScalarType::Long:
+    case at::ScalarType::Bool:
+    case at::ScalarType::ComplexFloat:
+    case at::ScalarType::ComplexDouble:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// NCCL's rule: a collective takes dense tensors (contiguous in their memory
+// format). A host view of a strided view (x[::2]) would let Gloo read and
+// write the elements between those of the view.
+bool dense(const Tensors& tensors) {
+  for (const at::Tensor& t : tensors) {
+    if (t.defined() && !t.is_contiguous(t.suggest_memory_format())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The message of `e` without the C++ backtrace (TORCH_SHOW_CPP_STACKTRACES
+// shows the backtrace of the error that carries it).
+std::string message_of(const std::exception& e) {
+  if (const auto* error = dynamic_cast<const c10::Error*>(&e)) {
+    return error->what_without_backtrace();
+  }
+  return e.what();
+}
+
+// Refuses a list of `n` tensors per rank unless each matches `like`'s
+// elements and dtype; "" when the list is right.
+std::string list_refusal(const char* what, const Tensors& list, int n, const at::Tensor& like) {
+  std::ostringstream out;
+  if (static_cast<int>(list.size()) != n) {
+    out << "the " << what << " list holds " << list.size() << " tensors for a group of " << n
+        << " ranks; pass one tensor per rank";
+  } else {
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].defined() || list[i].numel() != like.numel() ||
+          list[i].scalar_type() != like.scalar_type()) {
+        out << "the " << what << " list's tensor " << i << " is "
+            << (list[i].defined() ? c10::toString(list[i].scalar_type()) : "undefined") << " of "
+            << (list[i].defined() ? list[i].numel() : 0) << " elements";
+        break;
+      }
+    }
+  }
+  if (out.tellp() > 0) {
+    out << "; each must hold " << like.numel() << " " << like.scalar_type()
+        << " elements, as the single tensor does";
+  }
+  return out.str();
+}
+
+// all_to_all's split sizes for the agreement (Note [Split sizes agree]):
+// elements sent and received in all, then per rank (empty splits: equal
+// parts, -1 when the tensor does not divide).
+std::vector<int64_t> split_row(int64_t sent, int64_t received, const std::vector<int64_t>& to,
+                               const std::vector<int64_t>& from, int size, int64_t per_row_sent,
+                               int64_t per_row_received) {
+  std::vector<int64_t> row{sent, received};
+  auto add = [&](const std::vector<int64_t>& splits, int64_t total, int64_t per_row) {
+    for (int q = 0; q < size; ++q) {
+      if (!splits.empty()) {
+        row.push_back(q < static_cast<int>(splits.size()) ? splits[q] * per_row : -1);
+      } else {
+        row.push_back(total % size == 0 ? total / size : -1);
+      }
+    }
+  };
+  add(to, sent, per_row_sent);
+  add(from, received, per_row_received);
+  return row;
+}
+
 }  // namespace
 
 Backend::Backend(c10::intrusive_ptr<c10d::Backend> transport, std::string group_name,
-                 c10::intrusive_ptr<c10d::Store> store)
+                 c10::intrusive_ptr<c10d::Store> store, std::string refusal)
     : c10d::Backend(transport->getRank(), transport->getSize()),
       transport_(std::move(transport)),
       group_name_(std::move(group_name)),
-      agreement_(std::make_shared<Agreement>(transport_, std::move(store))) {}
+      refusal_(std::move(refusal)),
+      // a refusing backend compares nothing: no agreement, no store connection
+      agreement_(refusal_.empty()
+                     ? std::make_shared<Agreement>(transport_, std::move(store), group_name_)
+                     : nullptr) {}
 
 c10::intrusive_ptr<c10d::Work> Backend::run(
     Call call, const std::function<c10::intrusive_ptr<c10d::Work>()>& issue) {
@@ -69,22 +174,55 @@ c10::intrusive_ptr<c10d::Work> Backend::run(
   info.rank = getRank();
   info.size = getSize();
   info.peer = call.peer;
+  TORCH_CHECK_VALUE(refusal_.empty(), describe(info), ": ", refusal_);
   const trace::CollectiveHandle event = trace::begin_collective(info);
   std::shared_ptr<AheadCall> ahead;
   c10::intrusive_ptr<c10d::Work> transport_work;
+  for (const Tensors* list : {&call.outputs, &call.inputs, &call.agree}) {
+    for (const at::Tensor& t : *list) {
+      if (call.refusal.empty() && t.defined() && !gloo_has(t.scalar_type())) {
+        call.refusal = std::string("Gloo moves no ") + c10::toString(t.scalar_type()) +
+                       " tensors; pass float32, float64, float16, bfloat16, int8, uint8, int32, "
+                       "int64, bool or complex ones (e.g. x.to(torch.int32)) and convert back";
+      }
+    }
+  }
+  int64_t flags = 0;
+  if (call.refusal.empty() && !(dense(call.outputs) && dense(call.inputs) && dense(call.agree))) {
+    flags |= Signature::kNotDense;
+    call.refusal =
+        "a tensor is not dense (a strided view such as x[::2]); collectives take contiguous "
+        "tensors, as with NCCL: pass x.contiguous() (and copy an output back into the view)";
+  } else if (!call.refusal.empty()) {
+    flags |= Signature::kRefused;
+  }
+  if (!call.refusal.empty()) {
+    call.decoy = nullptr;  // a refused call never runs ahead (Note [Ranks agree before Gloo runs])
+  }
   try {
     if (call.checked) {
-      ahead =
-          agreement_->start(call.name, Signature(call.name, call.agree, call.peer, call.reduce_op),
-                            info.seq, std::move(call.decoy));
+      Signature sig(call.name, call.agree, call.peer, call.reduce_op, call.device.type(), flags);
+      if (call.sizes_differ) {
+        sig.without_sizes();
+      }
+      sig.splits = std::move(call.splits);
+      try {
+        ahead = agreement_->start(call.name, sig, info.seq, std::move(call.decoy));
+      } catch (const c10::ValueError&) {
+        // the ranks disagree; a rank that refuses its call for a reason the
+        // others cannot name says why
+        TORCH_CHECK_VALUE(!(flags & Signature::kRefused), describe(info), ": ", call.refusal);
+        throw;
+      }
     }
+    TORCH_CHECK_VALUE(call.refusal.empty(), describe(info), ": ", call.refusal);
     transport_work = issue();
   } catch (const c10::ValueError&) {
     trace::end_collective(event, trace::now_ns());
-    throw;  // the ranks disagree (Agreement.h): already says so on every rank
+    throw;  // the ranks disagree (Agreement.h), or refuse alike: one line on every rank
   } catch (const std::exception& e) {
     trace::end_collective(event, trace::now_ns());
-    TORCH_CHECK_WITH(DistBackendError, false, describe(info), " failed: ", e.what());
+    TORCH_CHECK_WITH(DistBackendError, false, describe(info), " failed: ", message_of(e));
   }
   auto work = c10::make_intrusive<Work>(
       std::move(transport_work), std::move(ahead), agreement_, call.type, getRank(),
@@ -105,19 +243,47 @@ int64_t Backend::next_seq(c10d::OpType type, int peer) {
 }
 
 template <typename Opts>
-Opts Backend::with_sum_for_avg(const Opts& opts, const Tensors& outputs, const char* op,
-                               Call& call) const {
+Opts Backend::with_sum_for_avg(const Opts& opts, const Tensors& outputs, Call& call) const {
   call.reduce_op = static_cast<int64_t>(opts.reduceOp.op_);
+  const at::ScalarType dtype = dtype_of(outputs);
+  const c10d::ReduceOp::RedOpType op = opts.reduceOp.op_;
+  if (op == c10d::ReduceOp::PREMUL_SUM) {
+    call.refusal =
+        "ReduceOp.PREMUL_SUM is not supported by this backend; multiply the tensor by the factor "
+        "first and use ReduceOp.SUM";
+  } else if ((op == c10d::ReduceOp::BAND || op == c10d::ReduceOp::BOR ||
+              op == c10d::ReduceOp::BXOR) &&
+             (at::isFloatingType(dtype) || at::isComplexType(dtype))) {
+    call.refusal = "ReduceOp." +
+                   std::string(op == c10d::ReduceOp::BAND  ? "BAND"
+                               : op == c10d::ReduceOp::BOR ? "BOR"
+                                                           : "BXOR") +
+                   " needs integer or bool tensors, got " + c10::toString(dtype) +
+                   "; use an integer dtype";
+  } else if (op != c10d::ReduceOp::SUM && op != c10d::ReduceOp::AVG &&
+             op != c10d::ReduceOp::PRODUCT && op != c10d::ReduceOp::MIN &&
+             op != c10d::ReduceOp::MAX && op != c10d::ReduceOp::BAND && op != c10d::ReduceOp::BOR &&
+             op != c10d::ReduceOp::BXOR) {
+    call.refusal = "reduce op " + std::to_string(static_cast<int>(op)) +
+                   " is not supported; use ReduceOp.SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR or BXOR";
+  }
   if (!(opts.reduceOp == c10d::ReduceOp::AVG)) {
     return opts;
   }
   for (const at::Tensor& t : outputs) {
-    TORCH_CHECK(at::isFloatingType(t.scalar_type()) || at::isComplexType(t.scalar_type()),
-                "openreg ", op, ": ReduceOp.AVG needs floating-point tensors, got ",
-                t.scalar_type(), "; use ReduceOp.SUM and divide by the group size");
+    if (!(at::isFloatingType(t.scalar_type()) || at::isComplexType(t.scalar_type()))) {
+      call.refusal = "ReduceOp.AVG needs floating-point tensors, got " +
+                     std::string(c10::toString(t.scalar_type())) +
+                     "; use ReduceOp.SUM and divide by the group size";
+      return opts;
+    }
   }
   Opts sum = opts;
   sum.reduceOp = c10d::ReduceOp(c10d::ReduceOp::SUM);
+  if (is_half(dtype)) {
+    call.divide_first = true;  // Note [Averaging half-precision tensors]
+    return sum;
+  }
   const int size = getSize();
   call.finish = [views = host_views(outputs), size] {
     for (const at::Tensor& v : views) {
@@ -125,6 +291,20 @@ Opts Backend::with_sum_for_avg(const Opts& opts, const Tensors& outputs, const c
     }
   };
   return sum;
+}
+
+Tensors Backend::summed(bool divide_first, Tensors views, bool in_place) const {
+  if (!divide_first) {
+    return views;
+  }
+  for (at::Tensor& v : views) {
+    if (in_place) {
+      v.div_(getSize());
+    } else {
+      v = v.div(getSize());
+    }
+  }
+  return views;
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::broadcast(Tensors& tensors,
@@ -146,17 +326,21 @@ c10::intrusive_ptr<c10d::Work> Backend::broadcast(Tensors& tensors,
 
 c10::intrusive_ptr<c10d::Work> Backend::allreduce(Tensors& tensors,
                                                   const c10d::AllreduceOptions& opts) {
+  if (!tensors.empty() && tensors[0].is_sparse() && tensors[0].is_cpu()) {
+    return transport_->allreduce(tensors, opts);  // Note [One group for openreg and CPU tensors]
+  }
   Call call{"allreduce", OpType::ALLREDUCE, tensors};
   call.device = common_device(call.name, {&tensors});
   call.bytes = nbytes(tensors);
   call.dtype = dtype_of(tensors);
   call.agree = tensors;
-  const auto o = with_sum_for_avg(opts, tensors, call.name, call);
+  const auto o = with_sum_for_avg(opts, tensors, call);
+  const bool divide = call.divide_first;
   call.decoy = one_tensor_decoy(tensors, [o](c10d::Backend& transport, Tensors& zeros) {
     return transport.allreduce(zeros, o);
   });
   return run(std::move(call), [&] {
-    Tensors views = host_views(tensors);
+    Tensors views = summed(divide, host_views(tensors), /*in_place=*/true);
     return transport_->allreduce(views, o);
   });
 }
@@ -168,9 +352,10 @@ c10::intrusive_ptr<c10d::Work> Backend::allreduce_coalesced(
   call.bytes = nbytes(tensors);
   call.dtype = dtype_of(tensors);
   call.agree = tensors;
-  const auto o = with_sum_for_avg(opts, tensors, call.name, call);
+  const auto o = with_sum_for_avg(opts, tensors, call);
+  const bool divide = call.divide_first;
   return run(std::move(call), [&] {
-    Tensors views = host_views(tensors);
+    Tensors views = summed(divide, host_views(tensors), /*in_place=*/true);
     return transport_->allreduce_coalesced(views, o);
   });
 }
@@ -182,12 +367,13 @@ c10::intrusive_ptr<c10d::Work> Backend::reduce(Tensors& tensors, const c10d::Red
   call.dtype = dtype_of(tensors);
   call.agree = tensors;
   call.peer = static_cast<int>(opts.rootRank);
-  const auto o = with_sum_for_avg(opts, tensors, call.name, call);
+  const auto o = with_sum_for_avg(opts, tensors, call);
+  const bool divide = call.divide_first;
   call.decoy = one_tensor_decoy(tensors, [o](c10d::Backend& transport, Tensors& zeros) {
     return transport.reduce(zeros, o);
   });
   return run(std::move(call), [&] {
-    Tensors views = host_views(tensors);
+    Tensors views = summed(divide, host_views(tensors), /*in_place=*/true);
     return transport_->reduce(views, o);
   });
 }
@@ -201,6 +387,11 @@ c10::intrusive_ptr<c10d::Work> Backend::allgather(TensorLists& outputs, Tensors&
   call.inputs = inputs;
   call.dtype = dtype_of(inputs);
   call.agree = inputs;
+  if (outputs.size() != 1 || inputs.size() != 1) {
+    call.refusal = "pass one input tensor and one list of outputs";
+  } else {
+    call.refusal = list_refusal("output", outputs[0], getSize(), inputs[0]);
+  }
   return run(std::move(call), [&] {
     TensorLists out = host_views(outputs);
     Tensors in = host_views(inputs);
@@ -271,6 +462,9 @@ c10::intrusive_ptr<c10d::Work> Backend::gather(TensorLists& outputs, Tensors& in
   call.dtype = dtype_of(inputs);
   call.agree = inputs;
   call.peer = static_cast<int>(opts.rootRank);
+  if (getRank() == opts.rootRank && outputs.size() == 1 && inputs.size() == 1) {
+    call.refusal = list_refusal("output", outputs[0], getSize(), inputs[0]);
+  }
   return run(std::move(call), [&] {
     TensorLists out = host_views(outputs);
     Tensors in = host_views(inputs);
@@ -288,6 +482,9 @@ c10::intrusive_ptr<c10d::Work> Backend::scatter(Tensors& outputs, TensorLists& i
   call.dtype = dtype_of(outputs);
   call.agree = outputs;
   call.peer = static_cast<int>(opts.rootRank);
+  if (getRank() == opts.rootRank && inputs.size() == 1 && outputs.size() == 1) {
+    call.refusal = list_refusal("input", inputs[0], getSize(), outputs[0]);
+  }
   return run(std::move(call), [&] {
     Tensors out = host_views(outputs);
     TensorLists in = host_views(inputs);
@@ -304,10 +501,17 @@ c10::intrusive_ptr<c10d::Work> Backend::reduce_scatter(Tensors& outputs, TensorL
   call.inputs = flat;
   call.dtype = dtype_of(outputs);
   call.agree = outputs;
-  const auto o = with_sum_for_avg(opts, outputs, call.name, call);
+  const auto o = with_sum_for_avg(opts, outputs, call);
+  if (call.refusal.empty() && inputs.size() == 1 && outputs.size() == 1) {
+    call.refusal = list_refusal("input", inputs[0], getSize(), outputs[0]);
+  }
+  const bool divide = call.divide_first;
   return run(std::move(call), [&] {
     Tensors out = host_views(outputs);
-    TensorLists in = host_views(inputs);
+    TensorLists in;
+    for (const Tensors& list : inputs) {
+      in.push_back(summed(divide, host_views(list), /*in_place=*/false));
+    }
     return transport_->reduce_scatter(out, in, o);
   });
 }
@@ -322,7 +526,8 @@ c10::intrusive_ptr<c10d::Work> Backend::_reduce_scatter_base(
   call.inputs = in;
   call.dtype = dtype_of(in);
   call.agree = out;
-  const auto o = with_sum_for_avg(opts, out, call.name, call);
+  const auto o = with_sum_for_avg(opts, out, call);
+  const bool divide = call.divide_first;
   call.decoy =
       one_tensor_decoy(out, [o, n = input.numel()](c10d::Backend& transport, Tensors& zeros) {
         at::Tensor scattered = at::zeros({n}, zeros[0].options());
@@ -330,7 +535,7 @@ c10::intrusive_ptr<c10d::Work> Backend::_reduce_scatter_base(
       });
   return run(std::move(call), [&] {
     at::Tensor out_view = host_views(out)[0];
-    at::Tensor in_view = host_views(in)[0];
+    at::Tensor in_view = summed(divide, host_views(in), /*in_place=*/false)[0];
     return transport_->_reduce_scatter_base(out_view, in_view, o);
   });
 }
@@ -343,10 +548,11 @@ c10::intrusive_ptr<c10d::Work> Backend::reduce_scatter_tensor_coalesced(
   call.inputs = inputs;
   call.dtype = dtype_of(inputs);
   call.agree = outputs;
-  const auto o = with_sum_for_avg(opts, outputs, call.name, call);
+  const auto o = with_sum_for_avg(opts, outputs, call);
+  const bool divide = call.divide_first;
   return run(std::move(call), [&] {
     Tensors out = host_views(outputs);
-    Tensors in = host_views(inputs);
+    Tensors in = summed(divide, host_views(inputs), /*in_place=*/false);
     return transport_->reduce_scatter_tensor_coalesced(out, in, o);
   });
 }
@@ -362,9 +568,13 @@ c10::intrusive_ptr<c10d::Work> Backend::alltoall_base(at::Tensor& output, at::Te
   call.bytes = nbytes(in);
   call.inputs = in;
   call.dtype = dtype_of(in);
-  if (output_splits.empty() && input_splits.empty()) {
-    call.agree = in;  // with splits, sizes differ by design
-  }
+  call.agree = in;
+  call.sizes_differ = true;  // compared through the splits (Note [Split sizes agree])
+  const auto per_row = [](const at::Tensor& t) {
+    return t.dim() > 0 && t.size(0) > 0 ? t.numel() / t.size(0) : 0;
+  };
+  call.splits = split_row(input.numel(), output.numel(), input_splits, output_splits, getSize(),
+                          per_row(input), per_row(output));
   return run(std::move(call), [&] {
     at::Tensor out_view = host_views(out)[0];
     at::Tensor in_view = host_views(in)[0];
@@ -379,7 +589,24 @@ c10::intrusive_ptr<c10d::Work> Backend::alltoall(Tensors& outputs, Tensors& inpu
   call.bytes = nbytes(inputs);
   call.inputs = inputs;
   call.dtype = dtype_of(inputs);
-  call.agree = {};  // each rank's sizes may differ
+  call.agree = inputs;
+  call.sizes_differ = true;  // compared through the splits (Note [Split sizes agree])
+  const int size = getSize();
+  if (static_cast<int>(inputs.size()) != size || static_cast<int>(outputs.size()) != size) {
+    call.refusal = "the input and output lists hold " + std::to_string(inputs.size()) + " and " +
+                   std::to_string(outputs.size()) + " tensors for a group of " +
+                   std::to_string(size) + " ranks; pass one tensor per rank in each";
+  } else {
+    std::vector<int64_t> to;
+    std::vector<int64_t> from;
+    for (int q = 0; q < size; ++q) {
+      to.push_back(inputs[q].numel());
+      from.push_back(outputs[q].numel());
+    }
+    call.splits = split_row(nbytes(inputs) / std::max<int64_t>(1, inputs[0].element_size()),
+                            nbytes(outputs) / std::max<int64_t>(1, outputs[0].element_size()), to,
+                            from, size, 1, 1);
+  }
   return run(std::move(call), [&] {
     Tensors out = host_views(outputs);
     Tensors in = host_views(inputs);
@@ -453,12 +680,16 @@ void Backend::setTimeout(std::chrono::milliseconds timeout) {
 }
 
 void Backend::abort() {
-  agreement_->stop();
+  if (agreement_) {
+    agreement_->stop();
+  }
   transport_->abort();
 }
 
 void Backend::shutdown() {
-  agreement_->stop();
+  if (agreement_) {
+    agreement_->stop();
+  }
   transport_->shutdown();
 }
 

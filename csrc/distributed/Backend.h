@@ -11,8 +11,11 @@
 // the transport, and wraps the transport's Work (Work.h). This is the file a
 // vendor rewrites to call their own collective library.
 //
-// Beyond Gloo: ReduceOp::AVG (a sum, then a division when the sum completes)
-// and a trace event per collective (Note [Collective events]).
+// Beyond Gloo: ReduceOp::AVG (a sum, then a division when the sum completes;
+// for float16 and bfloat16 a division first: Note [Averaging half-precision
+// tensors]), a trace event per collective (Note [Collective events]), and
+// one-line refusals of what Gloo cannot run, agreed by every rank first
+// (Note [Ranks agree before Gloo runs]).
 
 #include "distributed/Agreement.h"
 #include "distributed/Work.h"
@@ -36,8 +39,10 @@ class Backend final : public c10d::Backend {
   // `transport` is a group of the same rank and size (Gloo's, from Python);
   // `store` is the group's, where the ranks compare their calls
   // (Note [Ranks agree before Gloo runs]).
+  // With a `refusal`, every collective raises it instead (a group whose
+  // backend serves no openreg tensor: openreg_lab/device/_distributed.py).
   Backend(c10::intrusive_ptr<c10d::Backend> transport, std::string group_name,
-          c10::intrusive_ptr<c10d::Store> store);
+          c10::intrusive_ptr<c10d::Store> store, std::string refusal = "");
 
   const std::string getBackendName() const override {
     return kName;
@@ -116,7 +121,17 @@ class Backend final : public c10d::Backend {
     c10::Device device = c10::Device(c10::DeviceType::CPU);
     int peer = -1;           // the peer of a send or recv, or the root
     int64_t reduce_op = -1;  // as the caller asked (AVG before it becomes SUM)
-    Decoy decoy;             // null: this call never runs ahead of the agreement
+    // all_to_all: sizes differ between ranks, the split sizes are compared
+    // instead (Note [Split sizes agree]).
+    bool sizes_differ = false;
+    std::vector<int64_t> splits;
+    // Why this rank cannot run the call ("": it can), raised on every rank
+    // once the ranks agree (Note [Ranks agree before Gloo runs]).
+    std::string refusal;
+    // AVG of float16/bfloat16: the inputs are divided by the group size
+    // before the sum (Note [Averaging half-precision tensors]).
+    bool divide_first = false;
+    Decoy decoy;  // null: this call never runs ahead of the agreement
     Work::Finish finish;
   };
 
@@ -125,11 +140,18 @@ class Backend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> run(Call call,
                                      const std::function<c10::intrusive_ptr<c10d::Work>()>& issue);
 
-  // Notes the reduce op in `call`; for AVG, Gloo sums and the finishing step
-  // divides `outputs` by the group size.
+  // Notes the reduce op in `call` (and refuses those Gloo lacks); for AVG,
+  // Gloo sums and the finishing step divides `outputs` by the group size, or
+  // for half types the inputs are divided first
+  // (Note [Averaging half-precision tensors]).
   template <typename Opts>
-  Opts with_sum_for_avg(const Opts& opts, const std::vector<at::Tensor>& outputs, const char* op,
-                        Call& call) const;
+  Opts with_sum_for_avg(const Opts& opts, const std::vector<at::Tensor>& outputs, Call& call) const;
+
+  // The inputs Gloo sums for `call`: `views` divided by the group size when
+  // the call divides first (in place when the caller's tensors are the
+  // outputs too, else copies), else `views`.
+  std::vector<at::Tensor> summed(bool divide_first, std::vector<at::Tensor> views,
+                                 bool in_place) const;
 
   // The event's seq (Note [Collective events]): group collectives are
   // numbered in issue order, which every rank shares; sends and recvs per
@@ -138,6 +160,7 @@ class Backend final : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Backend> transport_;
   std::string group_name_;
+  std::string refusal_;
   std::shared_ptr<Agreement> agreement_;
   // Collectives of the group are issued one at a time: each one's number,
   // comparison and collective follow the same order on every rank

@@ -88,8 +88,12 @@ std::exception_ptr Work::named(std::exception_ptr error) const {
   } catch (const c10::ValueError&) {
     return error;  // the ranks disagree: the message names the collective already
   } catch (const std::exception& e) {
+    // One line: the transport's C++ backtrace stays out of the message
+    // (TORCH_SHOW_CPP_STACKTRACES shows this error's own).
+    const auto* error = dynamic_cast<const c10::Error*>(&e);
     try {
-      TORCH_CHECK_WITH(DistBackendError, false, describe(info_), " failed: ", e.what());
+      TORCH_CHECK_WITH(DistBackendError, false, describe(info_),
+                       " failed: ", error ? error->what_without_backtrace() : e.what());
     } catch (...) {
       return std::current_exception();
     }

@@ -36,18 +36,65 @@ def register() -> None:
     if BACKEND.upper() in backend._plugins:
         return
     backend.register_backend(BACKEND, _create_group, extended_api=True, devices=[DEVICE, "cpu"])
+    _refuse_openreg_on_other_backends()
+
+
+GLOO_REFUSAL = (
+    "this group's backend (such as init_process_group('gloo')) serves CPU tensors only, so openreg "
+    "tensors have none; use openreg's backend, init_process_group('ogloo'), or name none, "
+    "init_process_group(), which picks it for openreg tensors and Gloo's for CPU ones"
+)
+
+
+def _refuse_openreg_on_other_backends() -> None:
+    """Give a group built without openreg's backend (``"gloo"``) one that refuses openreg tensors.
+
+    Note [A group without openreg's backend]
+    torch answers an openreg tensor on a ``"gloo"`` group with "No backend type associated with
+    device type openreg", which names no fix. So every group torch builds with a CPU backend and
+    none for openreg gets, for openreg tensors, openreg's backend over that same Gloo group in its
+    refusing form: each collective raises one ValueError naming the call and the fix
+    (``GLOO_REFUSAL``). It moves nothing and costs nothing until called. torch 2.13 builds every
+    group in ``_new_process_group_helper`` (init_process_group, new_group, device meshes), the one
+    place to attach it.
+    """
+    c10d = torch.distributed.distributed_c10d
+    helper = c10d._new_process_group_helper
+    if getattr(helper, "_openreg_refusal", False):
+        return
+
+    @functools.wraps(helper)
+    def with_refusal(*args: Any, **kwargs: Any) -> Any:
+        pg, store = helper(*args, **kwargs)
+        if isinstance(pg, torch.distributed.ProcessGroup):
+            devices = {d.type for d in pg._device_types}
+            if DEVICE not in devices and "cpu" in devices:
+                transport = pg._get_backend(torch.device("cpu"))
+                name = kwargs.get("group_name", args[5] if len(args) > 5 else "")
+                refusing = _C._DistributedBackend(transport, str(name), store, GLOO_REFUSAL)
+                pg._register_backend(
+                    torch.device(DEVICE), torch.distributed.ProcessGroup.BackendType.CUSTOM, refusing
+                )
+        return pg, store
+
+    with_refusal._openreg_refusal = True  # type: ignore[attr-defined]
+    c10d._new_process_group_helper = with_refusal
 
 
 def _create_group(options: Any, backend_options: Any = None) -> Any:
     """The creator ``torch.distributed`` calls for each group.
 
     Note [One group for openreg and CPU tensors]
-    It returns a whole ``ProcessGroup`` rather than a backend: a Gloo group over the group's store
-    serves CPU tensors directly and is the transport of openreg's C++ backend, which serves openreg
-    tensors. torch keeps a creator's ``ProcessGroup`` as the group itself, so every way of asking
-    for the backend gets both devices, including ``init_process_group()`` with no backend, where
-    torch would otherwise register a backend for the accelerator only and a CPU user's tensors
-    would find none.
+    It returns a whole ``ProcessGroup`` rather than a backend: a Gloo group over the group's store is
+    the transport of openreg's C++ backend, which serves both openreg and CPU tensors (CPU tensors
+    pass to Gloo unchanged). torch keeps a creator's ``ProcessGroup`` as the group itself, so every
+    way of asking for the backend gets both devices, including ``init_process_group()`` with no
+    backend, where torch would otherwise register a backend for the accelerator only and a CPU
+    user's tensors would find none. CPU tensors go through openreg's backend too, not straight to
+    Gloo, so that the ranks compare every call before Gloo runs (Note [Ranks agree before Gloo
+    runs]): a rank passing a CPU tensor where another passes an openreg one gets a ValueError, as
+    the others do, instead of a Gloo transfer that never meets its peer. Sparse CPU tensors, which
+    only Gloo reduces, go to Gloo unchanged.
     """
     from torch.distributed import ProcessGroup, ProcessGroupGloo
 
@@ -56,8 +103,8 @@ def _create_group(options: Any, backend_options: Any = None) -> Any:
     ours = _C._DistributedBackend(gloo, str(options.group_id), options.store)
     group = ProcessGroup(options.store, rank, size)
     group._set_default_backend(ProcessGroup.BackendType.CUSTOM)
-    group._register_backend(torch.device("cpu"), ProcessGroup.BackendType.GLOO, gloo)
     group._register_backend(torch.device(DEVICE), ProcessGroup.BackendType.CUSTOM, ours)
+    group._register_backend(torch.device("cpu"), ProcessGroup.BackendType.CUSTOM, ours)
     if str(options.group_id) == "0":  # the world group: every rank of the job
         _remember_job(options.store, rank, size)
     return group
