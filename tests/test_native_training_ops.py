@@ -119,16 +119,18 @@ def _mask_input(device: str) -> torch.Tensor:
         (lambda x, o: torch.tril(x, -1, out=o), torch.float32),
         (lambda x, o: torch.triu(x, 1, out=o), torch.float32),
         (
-            lambda x, o: torch.linalg.vector_norm(x.nan_to_num(0.0, 3.0, -3.0), 2, 1, out=o),
+            lambda x, o: torch.linalg.vector_norm(x.clamp(-3.0, 3.0), 2, 1, out=o),
             torch.float32,
         ),
     ],
     ids=["all", "any.dim", "all.dims", "isneginf", "isposinf", "tril", "triu", "vector_norm"],
 )
 def test_out_forms_resize_their_out_on_the_device(call, dtype):
+    inputs = {d: _mask_input(d) for d in ("cpu", "openreg")}  # moved before the trace
+
     def run(device):
         out = torch.empty(0, dtype=dtype, device=device)
-        result = call(_mask_input(device), out)
+        result = call(inputs[device], out)
         assert result is out
         return out
 
@@ -220,10 +222,11 @@ def test_fused_adam_steps_match_cpu_natively(optim, kwargs):
         if isinstance(kw.get("lr"), torch.Tensor):
             kw["lr"] = kw["lr"].clone().to(device)
         opt = optim(params, fused=True, **kw)
+        grads = [[g.to(device) for g in _grads(step)] for step in range(3)]  # before the trace
         with openreg_lab.trace() as t:
             for step in range(3):
-                for p, g in zip(params, _grads(step), strict=True):
-                    p.grad = g.to(device)
+                for p, g in zip(params, grads[step], strict=True):
+                    p.grad = g
                 opt.step()
         results[device] = ([p.detach().cpu() for p in params], opt, t)
     for got, want in zip(results["openreg"][0], results["cpu"][0], strict=True):
@@ -291,15 +294,17 @@ def test_convolution_keeps_the_cpus_memory_format(transposed, channels_last):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 4, 9, 7, generator=g)
     w = torch.randn(4, 2, 3, 3, generator=g)
-    b = torch.randn(2 if transposed else 4, generator=g)
+    b = torch.randn(4, generator=g)  # out channels: 4 either way (2 per group when transposed)
     if channels_last:
         x = x.to(memory_format=torch.channels_last)
         w = w.to(memory_format=torch.channels_last)
     conv = torch.nn.functional.conv_transpose2d if transposed else torch.nn.functional.conv2d
     kwargs = {"stride": 2, "padding": 1, "groups": 2, "dilation": (1, 2)}
 
+    leaves = {d: [t.detach().to(d).requires_grad_() for t in (x, w, b)] for d in ("cpu", "openreg")}
+
     def run(device):
-        xs, ws, bs = (t.to(device).requires_grad_() for t in (x, w, b))
+        xs, ws, bs = leaves[device]
         out = conv(xs, ws, bs, **kwargs)
         out.square().sum().backward()
         return out, xs.grad, ws.grad, bs.grad
@@ -315,11 +320,13 @@ def test_convolution_keeps_the_cpus_memory_format(transposed, channels_last):
 
 def test_convolution_under_a_profile_without_it_goes_through_the_cpu():
     x, w = torch.randn(1, 1, 5, 5), torch.randn(2, 1, 3, 3)
+    xd, wd = x.openreg(), w.openreg()
     with openreg_lab.use_profile("minimal"), openreg_lab.trace() as t:
-        out = torch.nn.functional.conv2d(x.openreg(), w.openreg())
+        out = torch.nn.functional.conv2d(xd, wd)
     assert_close(out.cpu(), torch.nn.functional.conv2d(x, w))
     assert list(t.fallbacks()["name"]) == ["aten::convolution_overrideable"]
-    assert t.copies()["bytes"].sum() == (25 + 18) * 4 + 2 * 9 * 4
+    # x and w to the host, the 2x3x3 result back
+    assert sorted(t.copies()["bytes"].tolist()) == [18 * 4, 18 * 4, 25 * 4]
     with openreg_lab.use_profile("default"), openreg_lab.trace() as t:
-        torch.nn.functional.conv2d(x.openreg(), w.openreg())
+        torch.nn.functional.conv2d(xd, wd)
     assert t.fallbacks().empty and t.copies().empty

@@ -6,9 +6,9 @@
 // memory]), as the host BLAS does for the matrix products (Note [openreg's
 // device BLAS] in LinearAlgebra.cpp). The kernel reads and writes device
 // memory in place: results are allocated on the device first, with the sizes,
-// strides and dtype the operator's meta function gives (the same function
-// that checks the arguments for the CPU, so a bad argument raises the CPU's
-// error), and the CPU's out= kernel writes into their host views. An out=
+// strides and dtype the CPU gives them (ATen's dim checks raise ATen's errors),
+// and the CPU's out= kernel checks the arguments (with the CPU's messages) and
+// writes into their host views. An out=
 // argument of the wrong size is resized on the device first (with ATen's
 // deprecation warning), never through its host view, whose storage cannot
 // grow. The CPU calls are the backend's own (Note [The backend's own
@@ -19,8 +19,11 @@
 #include "aten/native/Common.h"
 #include "trace/Hooks.h"
 
+#include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty_strided_ops.h>
+#include <c10/util/DimVector.h>
+
+#include <bitset>
 
 namespace openreg::native {
 
@@ -30,45 +33,46 @@ inline void check_same_device(const at::Tensor& a, const at::Tensor& b) {
               a.device(), " and ", b.device(), "!");
 }
 
-// A meta tensor with the sizes, strides and dtype of `t`.
-inline at::Tensor meta_like(const at::Tensor& t) {
-  return at::_ops::empty_strided::call(c10::fromIntArrayRefSlow(t.sizes()),
-                                       c10::fromIntArrayRefSlow(t.strides()), t.scalar_type(),
-                                       std::nullopt, c10::Device(c10::kMeta), std::nullopt);
-}
-
-// A tensor on `device` with the sizes, strides and dtype of the meta tensor `m`.
-inline at::Tensor empty_like_meta(const at::Tensor& m, c10::Device device) {
-  return at::_ops::empty_strided::call(c10::fromIntArrayRefSlow(m.sizes()),
-                                       c10::fromIntArrayRefSlow(m.strides()), m.scalar_type(),
-                                       std::nullopt, device, std::nullopt);
+// The sizes of a reduction of `self` over `dims` (all of them when absent or
+// empty), with ATen's errors for a bad or repeated dim.
+inline c10::DimVector reduced_shape(const at::Tensor& self, at::OptionalIntArrayRef dims,
+                                    bool keepdim) {
+  const int64_t ndim = self.dim();
+  std::bitset<at::dim_bitset_size> mask;
+  if (!dims.has_value() || dims->empty()) {
+    mask.set();
+  } else {
+    mask = at::dim_list_to_bitset(*dims, ndim);
+  }
+  c10::DimVector shape;
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (!mask[d]) {
+      shape.push_back(self.size(d));
+    } else if (keepdim) {
+      shape.push_back(1);
+    }
+  }
+  return shape;
 }
 
 // One-input operators with a structured CPU kernel, run as Note [Host kernels
-// on host views] says: `Op` is the functional operator (its meta function
-// gives the result), `OutOp` its out= form (the CPU kernel that computes).
-template <class Op, class OutOp, class... Args>
+// on host views] says. `OutOp` is the operator's out= form (the CPU kernel
+// that checks and computes); `Result::make(self, args...)` allocates the
+// functional form's result on the device, `Result::shape(self, args...)`
+// gives its sizes (for an out= argument).
+template <class OutOp, class Result, class... Args>
 struct HostKernel {
   static at::Tensor functional(const at::Tensor& self, Args... args) {
-    at::Tensor out;
-    {
-      trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
-      out = empty_like_meta(Op::call(meta_like(self), args...), self.device());
-    }
+    at::Tensor out = Result::make(self, args...);
     at::Tensor host = host_view(out);
-    trace::InternalScope internal;
+    trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
     OutOp::call(host_view(self), args..., host);
     return out;
   }
 
   static at::Tensor& out(const at::Tensor& self, Args... args, at::Tensor& out) {
     check_same_device(self, out);
-    at::Tensor meta;
-    {
-      trace::InternalScope internal;
-      meta = Op::call(meta_like(self), args...);
-    }
-    resize_output(out, meta.sizes());
+    resize_output(out, Result::shape(self, args...));
     at::Tensor host = host_view(out);
     trace::InternalScope internal;
     OutOp::call(host_view(self), args..., host);

@@ -13,6 +13,7 @@
 
 #include <ATen/ops/all_ops.h>
 #include <ATen/ops/any_ops.h>
+#include <ATen/ops/empty_like_ops.h>
 #include <ATen/ops/isneginf_ops.h>
 #include <ATen/ops/isposinf_ops.h>
 #include <ATen/ops/tril_ops.h>
@@ -22,7 +23,49 @@ namespace openreg {
 namespace {
 
 using native::HostKernel;
+using native::reduced_shape;
 using Dims = at::OptionalIntArrayRef;
+
+// all and any: bool results (uint8 for uint8 input, as on the CPU).
+struct Reduced {
+  static c10::ScalarType dtype(const at::Tensor& self) {
+    return self.scalar_type() == c10::kByte ? c10::kByte : c10::kBool;
+  }
+  static c10::DimVector shape(const at::Tensor& self) {
+    return reduced_shape(self, std::nullopt, false);
+  }
+  static c10::DimVector shape(const at::Tensor& self, int64_t dim, bool keepdim) {
+    return reduced_shape(self, at::IntArrayRef(dim), keepdim);
+  }
+  static c10::DimVector shape(const at::Tensor& self, Dims dims, bool keepdim) {
+    return reduced_shape(self, dims, keepdim);
+  }
+  template <class... Args>
+  static at::Tensor make(const at::Tensor& self, Args... args) {
+    return native::empty(shape(self, args...), self.options().dtype(dtype(self)));
+  }
+};
+
+// isneginf and isposinf: a bool tensor laid out like the input.
+struct Elementwise {
+  static c10::IntArrayRef shape(const at::Tensor& self) {
+    return self.sizes();
+  }
+  static at::Tensor make(const at::Tensor& self) {
+    return at::_ops::empty_like::call(self, c10::kBool, std::nullopt, std::nullopt, std::nullopt,
+                                      c10::MemoryFormat::Preserve);
+  }
+};
+
+// tril and triu: contiguous, like the input's dtype.
+struct Triangle {
+  static c10::IntArrayRef shape(const at::Tensor& self, const c10::SymInt& /*diagonal*/) {
+    return self.sizes();
+  }
+  static at::Tensor make(const at::Tensor& self, const c10::SymInt& /*diagonal*/) {
+    return native::empty(self.sizes(), self.options());
+  }
+};
 
 // Note [Host kernels on host views]: the in-place form writes through the view.
 template <class Op>
@@ -41,16 +84,16 @@ at::Tensor& triangle_(at::Tensor& self, c10::SymInt diagonal) {
   OPENREG_IMPL(m, out_name, Kernel::out)
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  using AllAll = HostKernel<at::_ops::all, at::_ops::all_all_out>;
-  using AllDim = HostKernel<at::_ops::all_dim, at::_ops::all_out, int64_t, bool>;
-  using AllDims = HostKernel<at::_ops::all_dims, at::_ops::all_dims_out, Dims, bool>;
-  using AnyAll = HostKernel<at::_ops::any, at::_ops::any_all_out>;
-  using AnyDim = HostKernel<at::_ops::any_dim, at::_ops::any_out, int64_t, bool>;
-  using AnyDims = HostKernel<at::_ops::any_dims, at::_ops::any_dims_out, Dims, bool>;
-  using IsNegInf = HostKernel<at::_ops::isneginf, at::_ops::isneginf_out>;
-  using IsPosInf = HostKernel<at::_ops::isposinf, at::_ops::isposinf_out>;
-  using Tril = HostKernel<at::_ops::tril, at::_ops::tril_out, c10::SymInt>;
-  using Triu = HostKernel<at::_ops::triu, at::_ops::triu_out, c10::SymInt>;
+  using AllAll = HostKernel<at::_ops::all_all_out, Reduced>;
+  using AllDim = HostKernel<at::_ops::all_out, Reduced, int64_t, bool>;
+  using AllDims = HostKernel<at::_ops::all_dims_out, Reduced, Dims, bool>;
+  using AnyAll = HostKernel<at::_ops::any_all_out, Reduced>;
+  using AnyDim = HostKernel<at::_ops::any_out, Reduced, int64_t, bool>;
+  using AnyDims = HostKernel<at::_ops::any_dims_out, Reduced, Dims, bool>;
+  using IsNegInf = HostKernel<at::_ops::isneginf_out, Elementwise>;
+  using IsPosInf = HostKernel<at::_ops::isposinf_out, Elementwise>;
+  using Tril = HostKernel<at::_ops::tril_out, Triangle, c10::SymInt>;
+  using Triu = HostKernel<at::_ops::triu_out, Triangle, c10::SymInt>;
   OPENREG_HOST_KERNEL(m, "all", "all.all_out", AllAll);
   OPENREG_HOST_KERNEL(m, "all.dim", "all.out", AllDim);
   OPENREG_HOST_KERNEL(m, "all.dims", "all.dims_out", AllDims);

@@ -19,9 +19,23 @@ namespace openreg {
 namespace {
 
 using native::HostKernel;
-using VectorNorm =
-    HostKernel<at::_ops::linalg_vector_norm, at::_ops::linalg_vector_norm_out, const c10::Scalar&,
-               at::OptionalIntArrayRef, bool, std::optional<c10::ScalarType>>;
+using Dtype = std::optional<c10::ScalarType>;
+
+// The norm's sizes, and its dtype: `dtype`, else the input's real dtype.
+struct Norm {
+  static c10::DimVector shape(const at::Tensor& self, const c10::Scalar& /*ord*/,
+                              at::OptionalIntArrayRef dims, bool keepdim, Dtype /*dtype*/) {
+    return native::reduced_shape(self, dims, keepdim);
+  }
+  static at::Tensor make(const at::Tensor& self, const c10::Scalar& ord,
+                         at::OptionalIntArrayRef dims, bool keepdim, Dtype dtype) {
+    const c10::ScalarType type = dtype.value_or(c10::toRealValueType(self.scalar_type()));
+    return native::empty(shape(self, ord, dims, keepdim, dtype), self.options().dtype(type));
+  }
+};
+
+using VectorNorm = HostKernel<at::_ops::linalg_vector_norm_out, Norm, const c10::Scalar&,
+                              at::OptionalIntArrayRef, bool, Dtype>;
 
 std::vector<at::Tensor> foreach_norm(at::TensorList self, const c10::Scalar& ord,
                                      std::optional<c10::ScalarType> dtype) {
