@@ -23,7 +23,7 @@ RESOLUTIONS = ("native", "composite_implicit", "composite_explicit", "fallback",
 KERNELS = (
     "hand_written",  # a kernel in csrc/aten/native (listed in dispatch/native_ops.yaml)
     "generic",  # the generic native path: the CPU kernel on device memory (under a profile)
-    "via_cpu",  # registered for openreg, computing through the copy path (fallback routes; convolution under a profile without it)
+    "via_cpu",  # computing through the copy path (fallback routes; convolution under a profile lacking it)
     "registered",  # a PrivateUse1 kernel registered elsewhere (torch itself, torch.library)
     "unavailable",  # native in the profile, but no CPU kernel to simulate it with
     "composite",  # decomposes into other operators
