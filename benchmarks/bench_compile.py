@@ -5,9 +5,11 @@
   the same host memory: the ratio is what openreg's wrapper, allocator and hooks add);
 - the first compile (Dynamo, AOTAutograd, Inductor and the C++ build) on openreg vs CPU, each in
   a fresh process with an empty Inductor cache;
-- the compiled step traced by openreg_lab (every op, and ops="kernels") vs untraced.
+- the compiled step traced by openreg_lab (every op, and ops="kernels") vs untraced;
+- what the compiled step on openreg still moves: fallback events and copies (the ResNet-style CNN's
+  convolutions are native, Note [openreg's device DNN library]: none).
 
-.venv/bin/python benchmarks/bench_compile.py
+.venv/bin/python benchmarks/bench_compile.py [--only NAME]   (NAME: mlp, transformer or cnn)
 """
 
 from __future__ import annotations
@@ -27,10 +29,16 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _models import training_cases
+from _models import cnn_case, training_cases
 from _timing import compare, fmt_time, print_table
 
 import openreg_lab
+
+
+def _cases():
+    """The shared training cases and the ResNet-style CNN."""
+    yield from training_cases()
+    yield cnn_case()
 
 
 def _step(model, x, y, loss_fn, compiled: bool):
@@ -66,7 +74,7 @@ def _first_compile_in_fresh_process(device: str, case: str) -> float:
 
 def _first_compile_here(device: str, case: str) -> None:
     torch.set_num_threads(1)
-    for name, model, x, y, loss_fn in training_cases():
+    for name, model, x, y, loss_fn in _cases():
         if name == case:
             seconds, _ = _first_compile(model.to(device), x.to(device), y.to(device), loss_fn)
             print(f"{seconds:.3f}")
@@ -80,10 +88,12 @@ def _traced(run, **kwargs):
     return traced
 
 
-def main() -> None:
+def main(only: str | None = None) -> None:
     torch.set_num_threads(1)
-    speed, compile_rows, trace_rows = [], [], []
-    for name, model, x, y, loss_fn in training_cases():
+    speed, compile_rows, trace_rows, moved_rows = [], [], [], []
+    for name, model, x, y, loss_fn in _cases():
+        if only is not None and name != only:
+            continue
         torch._dynamo.reset()
         dev = [t.openreg() for t in (x, y)]
         eager_dev = _step(copy.deepcopy(model).openreg(), *dev, loss_fn, compiled=False)
@@ -114,6 +124,11 @@ def main() -> None:
             [name, f"{first_dev:.1f} s", f"{first_cpu:.1f} s", f"{first_dev / first_cpu:.2f}x"]
         )
         trace_rows.append([name, fmt_time(t_comp), f"{t_all / t_comp:.2f}x", f"{t_kern / t_comp:.2f}x"])
+        with openreg_lab.trace() as t:
+            compiled_dev()
+        moved_rows.append(
+            [name, str(len(t.fallbacks())), str(len(t.copies())), str(int(t.copies()["bytes"].sum()))]
+        )
     print("training step (forward, backward, AdamW), one thread, medians of interleaved runs\n")
     print_table(
         [
@@ -130,10 +145,14 @@ def main() -> None:
     print_table(["model", "openreg", "cpu", "openreg/cpu"], compile_rows)
     print("\ntracing a compiled step (trace open + step + close)\n")
     print_table(["model", "untraced", "trace()", 'trace(ops="kernels")'], trace_rows)
+    print("\nwhat one compiled training step on openreg still moves\n")
+    print_table(["model", "ops falling back", "copies", "bytes copied"], moved_rows)
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--first-compile"]:
         _first_compile_here(sys.argv[2], sys.argv[3])
+    elif sys.argv[1:2] == ["--only"]:
+        main(sys.argv[2])
     else:
         main()

@@ -430,6 +430,43 @@ def ddp_parity(
     }
 
 
+def ddp_timer(rank: int, world: int) -> dict[str, Any]:
+    """DDP's runtime statistics on openreg: the reducer's Timer for PrivateUse1 fills them, silently.
+
+    DDP's logger prints its warning from C++ straight to stderr, so the body reads file descriptor 2.
+    """
+    import tempfile
+    import warnings
+
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dev = _dev(rank)
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as err, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        os.dup2(err.fileno(), 2)
+        try:
+            model = DDP(_mlp().to(dev))
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in _batches(world, 3):
+                opt.zero_grad()
+                F.mse_loss(model(x[:4].to(dev)), y[:4].to(dev)).backward()
+                opt.step()
+            data = model._get_ddp_logging_data()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        err.seek(0)
+        stderr = err.read().decode(errors="replace")
+    keys = ("avg_forward_compute_time", "avg_backward_compute_time", "avg_backward_comm_time")
+    return {
+        "warnings": [line for line in stderr.splitlines() if "Time stats" in line]
+        + [str(w.message) for w in caught if "Time stats" in str(w.message)],
+        "times": {k: int(data.get(k, 0)) for k in keys},
+        "overlap_key": "avg_backward_compute_comm_overlap_time" in data,
+    }
+
+
 def fsdp_parity(rank: int, world: int) -> dict[str, int]:
     """FSDP2 (``fully_shard``) on openreg equals one process on the full batch."""
     from torch.distributed.device_mesh import init_device_mesh

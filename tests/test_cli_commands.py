@@ -28,8 +28,8 @@ def saved_trace(tmp_path_factory):
     path = tmp_path_factory.mktemp("trace") / "run.trace"
     x = torch.arange(9.0).reshape(3, 3).to("openreg")
     with openreg_lab.trace(stack=True) as t:
-        x.triu(1)
-        x.triu(1)
+        x.trunc()
+        x.trunc()
         with torch.autocast("openreg", dtype=torch.bfloat16):
             torch.mm(x, x)
     t.save(path)
@@ -135,7 +135,7 @@ def test_coverage_formats_agree(capsys):
     assert rows[0].split() == ["operator", "resolution", "kernel", "autograd", "autocast"]
     n = (openreg_lab.coverage().query("namespace == 'aten' and resolution == 'fallback'")).shape[0]
     assert rows[-1] == f"{n} operators: fallback {n}"
-    assert any(r.split()[:3] == ["aten::triu.out", "fallback", "cpu_fallback"] for r in rows[1:])
+    assert any(r.split()[:3] == ["aten::trunc.out", "fallback", "cpu_fallback"] for r in rows[1:])
 
 
 def test_explain_text_and_json(capsys):
@@ -143,12 +143,17 @@ def test_explain_text_and_json(capsys):
     assert code == 0
     assert text.startswith("explain aten::linear\n")
     assert "openreg: composite_implicit (composite)" in text and "aten::mm" in text
-    code, out, _ = run_cli(capsys, "explain", "triu", "--format", "json", "--shape", "3,3")
+    code, out, _ = run_cli(capsys, "explain", "trunc", "--format", "json", "--shape", "3,3")
     data = json.loads(out)
-    assert data["op"] == "aten::triu" and data["kernel"] == "composite"
-    triu_out = next(c for c in data["calls"] if c["op"] == "aten::triu.out")
-    expected = {"op": "aten::triu.out", "resolution": "fallback", "kernel": "cpu_fallback", "ran": "fallback"}
-    assert triu_out == {"depth": 0, **expected}
+    assert data["op"] == "aten::trunc" and data["kernel"] == "composite"
+    trunc_out = next(c for c in data["calls"] if c["op"] == "aten::trunc.out")
+    expected = {
+        "op": "aten::trunc.out",
+        "resolution": "fallback",
+        "kernel": "cpu_fallback",
+        "ran": "fallback",
+    }
+    assert trunc_out == {"depth": 0, **expected}
     code, out, _ = run_cli(capsys, "explain", "aten::mm", "--args", "t(2, 3), t(3, 4)")
     assert code == 0 and "openreg: native (hand_written)" in out
 
@@ -157,9 +162,9 @@ def test_report_prints_the_summary_of_a_saved_trace(capsys, saved_trace, tmp_pat
     code, out, err = run_cli(capsys, "report", str(saved_trace), "--chrome", str(tmp_path / "c.json"))
     assert code == 0, err
     assert "top fallbacks (1 of 1 ops, by time including copies)" in out
-    row = next(line for line in out.splitlines() if line.startswith("aten::triu.out"))
+    row = next(line for line in out.splitlines() if line.startswith("aten::trunc.out"))
     assert row.split()[1] == "2" and row.split()[-3].startswith("test_cli_commands.py:")
-    assert row.endswith("(+1 more)")  # two lines called triu
+    assert row.endswith("(+1 more)")  # two lines called trunc
     assert "autocast casts" in out and f"wrote the Chrome trace to {tmp_path / 'c.json'}" in err
     assert json.loads((tmp_path / "c.json").read_text())["traceEvents"]
 

@@ -49,7 +49,7 @@ def test_one_row_per_registered_overload():
     [
         ("aten::add.Tensor", "native", "hand_written"),
         ("aten::mm", "native", "hand_written"),
-        ("aten::convolution_overrideable", "native", "via_cpu"),
+        ("aten::convolution_overrideable", "native", "hand_written"),
         ("aten::linear", "composite_implicit", "composite"),
         ("aten::atan2", "composite_explicit", "composite"),  # structured: calls atan2.out
         ("aten::atan2.out", "fallback", "cpu_fallback"),  # no openreg kernel, no composite

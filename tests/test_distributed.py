@@ -170,6 +170,16 @@ def test_ddp_equals_one_process(
             assert r["bytes"] == steps * r["params_bytes"]
 
 
+def test_ddp_runtime_stats_are_collected_without_a_warning(pool: RankPool) -> None:
+    # openreg registers a c10d reducer Timer for PrivateUse1 (csrc/distributed/ReducerTimer.cpp):
+    # without one DDP warns "Time stats are currently only collected for CPU and CUDA devices" on
+    # every rank and leaves these averages at 0.
+    for r in pool.run("ddp_timer"):
+        assert r["warnings"] == []
+        assert all(t > 0 for t in r["times"].values()), r
+        assert r["overlap_key"]
+
+
 def test_fsdp2_equals_one_process(pool: RankPool) -> None:
     counts = pool.run("fsdp_parity")
     assert counts[0] == counts[1]

@@ -22,7 +22,7 @@ def falls_back() -> openreg_lab.Trace:
     with openreg_lab.trace(stack=True) as t:
         for _ in range(3):
             torch.cumsum(x, 0)  # falls back: 16 KiB to the CPU and back
-        torch.triu(x)  # falls back once
+        torch.trunc(x)  # falls back once
         x + x
         with torch.autocast("openreg", dtype=torch.bfloat16):
             torch.mm(x, x)  # two casts

@@ -24,7 +24,7 @@ RESOLUTIONS = ("native", "composite_implicit", "composite_explicit", "fallback",
 KERNELS = (
     "hand_written",  # a kernel in csrc/aten/native (listed in dispatch/native_ops.yaml)
     "generic",  # the generic native path: the CPU kernel on device memory (under a profile)
-    "via_cpu",  # registered for openreg, computing through the copy path (convolution)
+    "via_cpu",  # computing through the copy path (fallback routes; convolution under a profile lacking it)
     "registered",  # a PrivateUse1 kernel registered elsewhere (torch itself, torch.library)
     "unavailable",  # native in the profile, but no CPU kernel to simulate it with
     "composite",  # decomposes into other operators
@@ -99,6 +99,8 @@ def _classify(name: str, static: tuple[str, str], ops: frozenset[str] | None) ->
         if kernel == "hand_written":
             return static
         return "native", "generic" if _profiles._runs_on_cpu(name) else "unavailable"
+    if kernel == "hand_written" and name in _profiles._convolution_hooks():
+        return "native", "via_cpu"  # the kernel computes through the copy path
     if kernel == "hand_written" and name not in _profiles._minimal():
         return _without_openreg(name)
     return static

@@ -26,9 +26,10 @@ def native_ops_by_family() -> dict[str, tuple[str, ...]]:
 def via_cpu_ops() -> list[str]:
     """Operators registered for openreg that compute on the CPU through the copy path.
 
-    PyTorch routes convolution to backend hooks the boxed fallback cannot reach, and prefers a few
-    operators' composite kernels to it (``fallback_routes()``), so openreg registers them
-    explicitly; they behave like the fallback (policy, copies) and are not native.
+    PyTorch prefers a few operators' composite kernels to the boxed fallback (``fallback_routes()``),
+    so openreg registers the fallback for them explicitly; they behave like the fallback (policy,
+    copies) and are not native. (Convolution, which PyTorch routes to hooks the fallback cannot
+    reach, is native: the ``convolution`` family of ``native_ops.yaml``.)
     """
     return sorted(_sections().get(VIA_CPU, ()) + _sections().get(VIA_FALLBACK, ()))
 

@@ -106,6 +106,12 @@ def _minimal() -> frozenset[str]:
     return frozenset(native_ops_by_family()["minimal"])
 
 
+def _convolution_hooks() -> frozenset[str]:
+    """The convolution hooks: never switched; their kernels ask whether the profile covers them and
+    compute through the copy path when it does not (Note [openreg's device DNN library])."""
+    return frozenset(native_ops_by_family()["convolution"])
+
+
 @cache
 def _registered() -> frozenset[str]:
     return frozenset(torch._C._dispatch_get_all_op_names())
@@ -293,7 +299,7 @@ def _plan(ops: frozenset[str]) -> tuple[frozenset[str], frozenset[str], frozense
     """Split a profile into the C++ lists (Note [Profiles]): hand-written ops to fall back, hand-written
     ops to send to their composite, ops to run generically, and every op covered natively."""
     hand_written = frozenset(native_ops())
-    fixed = _minimal() | frozenset(via_cpu_ops())
+    fixed = _minimal() | frozenset(via_cpu_ops()) | _convolution_hooks()
     lacking = hand_written - fixed - ops
     composite = frozenset(op for op in lacking if _has_composite(op))
     _check_composite_route(composite)
@@ -306,6 +312,7 @@ def _plan(ops: frozenset[str]) -> tuple[frozenset[str], frozenset[str], frozense
     covered = generic | frozenset(op for op in (ops & hand_written) - fixed if _runs_on_cpu(op))
     # The boxed fallback is their kernel already, and it asks whether the profile covers them.
     covered |= frozenset(op for op in ops & frozenset(fallback_routes()) if _generic_eligible(op))
+    covered |= ops & _convolution_hooks()
     return fallback, composite, generic, covered
 
 

@@ -7,10 +7,10 @@
 
 The model is plain ``torch.nn`` (token and position embeddings, pre-norm blocks with hand-written
 causal attention, a head tied to the embedding), learning to continue a repeating token pattern.
-On openreg, two ops have no openreg kernel and fall back to the CPU: ``triu``, which builds the
-causal mask, and ``linalg_vector_norm``, which gradient clipping calls once per parameter. The
-forward pass runs under bf16 autocast; attention is its cast-heavy region (the projections and
-matmuls cast to bfloat16, the softmax back to float32).
+On openreg every op it runs has a native kernel, ``triu`` (which builds the causal mask) and
+``linalg_vector_norm`` (which gradient clipping calls once per parameter) among them: nothing falls
+back to the CPU. The forward pass runs under bf16 autocast; attention is its cast-heavy region (the
+projections and matmuls cast to bfloat16, the softmax back to float32).
 """
 
 from __future__ import annotations

@@ -153,6 +153,10 @@ std::optional<std::string> profile_name() {
   return g_active->name;
 }
 
+bool profile_active() noexcept {
+  return g_on.load(std::memory_order_relaxed);
+}
+
 bool profile_covers(const c10::OperatorName& op) noexcept {
   if (!g_on.load(std::memory_order_relaxed)) {
     return false;

@@ -30,8 +30,10 @@
 // profile is active.
 //
 // Never switched: the operators every backend must provide (the `minimal`
-// family; the fallback itself needs them), the via-CPU convolution hooks (the
-// only way convolution reaches a backend), the fallback routes (ViaFallback.cpp:
+// family; the fallback itself needs them), the convolution hooks (the only way
+// convolution reaches a backend; their kernels ask `profile_covers` themselves
+// and compute through the copy path when the profile lacks them: Note
+// [openreg's device DNN library] in Convolution.cpp), the fallback routes (ViaFallback.cpp:
 // their kernel is cpu_fallback, which takes the generic path for them when the
 // profile covers them) and PrivateUse1 kernels registered outside openreg.
 // Profiles are process-wide, like the fallback policy, and change only through
@@ -66,5 +68,8 @@ std::optional<std::string> profile_name();
 
 // Whether the active profile runs `op` natively (false when none is active).
 bool profile_covers(const c10::OperatorName& op) noexcept;
+
+// Whether a profile is active: one relaxed atomic load.
+bool profile_active() noexcept;
 
 }  // namespace openreg

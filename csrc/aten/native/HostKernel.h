@@ -1,0 +1,83 @@
+#pragma once
+
+// Note [Host kernels on host views]
+// Some native kernels are not written here: the operator's own CPU kernel
+// computes on host_view()s of the device tensors (Note [Device memory is host
+// memory]), as the host BLAS does for the matrix products (Note [openreg's
+// device BLAS] in LinearAlgebra.cpp). The kernel reads and writes device
+// memory in place: results are allocated on the device first, with the sizes,
+// strides and dtype the CPU gives them (ATen's dim checks raise ATen's errors),
+// and the CPU's out= kernel checks the arguments (with the CPU's messages) and
+// writes into their host views. An out=
+// argument of the wrong size is resized on the device first (with ATen's
+// deprecation warning), never through its host view, whose storage cannot
+// grow. The CPU calls are the backend's own (Note [The backend's own
+// dispatcher calls]): the trace records the openreg op as native, and its
+// cost as that op's time.
+
+#include "aten/HostView.h"
+#include "aten/native/Common.h"
+#include "trace/Hooks.h"
+
+#include <ATen/WrapDimUtilsMulti.h>
+#include <ATen/core/Tensor.h>
+#include <c10/util/DimVector.h>
+
+#include <bitset>
+
+namespace openreg::native {
+
+inline void check_same_device(const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(a.device() == b.device(),
+              "Expected all tensors to be on the same device, but found at least two devices, ",
+              a.device(), " and ", b.device(), "!");
+}
+
+// The sizes of a reduction of `self` over `dims` (all of them when absent or
+// empty), with ATen's errors for a bad or repeated dim.
+inline c10::DimVector reduced_shape(const at::Tensor& self, at::OptionalIntArrayRef dims,
+                                    bool keepdim) {
+  const int64_t ndim = self.dim();
+  std::bitset<at::dim_bitset_size> mask;
+  if (!dims.has_value() || dims->empty()) {
+    mask.set();
+  } else {
+    mask = at::dim_list_to_bitset(*dims, ndim);
+  }
+  c10::DimVector shape;
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (!mask[d]) {
+      shape.push_back(self.size(d));
+    } else if (keepdim) {
+      shape.push_back(1);
+    }
+  }
+  return shape;
+}
+
+// One-input operators with a structured CPU kernel, run as Note [Host kernels
+// on host views] says. `OutOp` is the operator's out= form (the CPU kernel
+// that checks and computes); `Result::make(self, args...)` allocates the
+// functional form's result on the device, `Result::shape(self, args...)`
+// gives its sizes (for an out= argument).
+template <class OutOp, class Result, class... Args>
+struct HostKernel {
+  static at::Tensor functional(const at::Tensor& self, Args... args) {
+    at::Tensor out = Result::make(self, args...);
+    at::Tensor host = host_view(out);
+    trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
+    OutOp::call(host_view(self), args..., host);
+    return out;
+  }
+
+  static at::Tensor& out(const at::Tensor& self, Args... args, at::Tensor& out) {
+    check_same_device(self, out);
+    resize_output(out, Result::shape(self, args...));
+    at::Tensor host = host_view(out);
+    trace::InternalScope internal;
+    OutOp::call(host_view(self), args..., host);
+    return out;
+  }
+};
+
+}  // namespace openreg::native

@@ -1,0 +1,332 @@
+"""Native kernels for what training clients run every step (issue 28, point 4), against CPU.
+
+The fused Adam and AdamW steps (native/FusedAdam.cpp), the norms of gradient clipping
+(native/Norm.cpp), the attention-mask operators (native/Mask.cpp) and convolution forward and
+backward (Convolution.cpp): parity with CPU on PyTorch's OpInfo samples (tests/opinfo_parity.py)
+and on optimizer steps, and, from the trace, no fallback event and no copy for any of them.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.testing import assert_close
+from torch.testing._internal.common_methods_invocations import foreach_reduce_op_db
+
+import openreg_lab
+from tests.opinfo_parity import Case, all_cases, check
+
+MASK_OPS = {
+    f"aten::{name}{overload}"
+    for name in ("all", "any")
+    for overload in ("", ".all_out", ".dim", ".out", ".dims", ".dims_out")
+} | {f"aten::{n}{o}" for n in ("isneginf", "isposinf") for o in ("", ".out")}
+MASK_OPS |= {f"aten::{n}{o}" for n in ("tril", "triu") for o in ("", "_", ".out")}
+NORM_OPS = {"aten::linalg_vector_norm", "aten::linalg_vector_norm.out", "aten::_foreach_norm.Scalar"}
+ADAM_OPS = {f"aten::_fused_{n}_{o}" for n in ("adam", "adamw") for o in ("", ".tensor_lr")}
+CONV_OPS = {"aten::convolution_overrideable", "aten::convolution_backward_overrideable"}
+OURS = MASK_OPS | NORM_OPS | ADAM_OPS | CONV_OPS
+
+OPINFOS = {
+    "all": {"aten::all", "aten::all.dim", "aten::all.dims"},
+    "any": {"aten::any", "aten::any.dim", "aten::any.dims"},
+    "isneginf": {"aten::isneginf"},
+    "isposinf": {"aten::isposinf"},
+    "tril": {"aten::tril"},
+    "triu": {"aten::triu"},
+    "linalg.vector_norm": {"aten::linalg_vector_norm"},
+    "_foreach_norm": {"aten::_foreach_norm.Scalar"},
+    "nn.functional.conv1d": CONV_OPS,
+    "nn.functional.conv2d": CONV_OPS,
+    "nn.functional.conv_transpose1d": CONV_OPS,
+    "nn.functional.conv_transpose2d": CONV_OPS,
+}
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.bool]
+FOREACH_NORM = next(Case(op) for op in foreach_reduce_op_db if op.name == "_foreach_norm")
+# (OpInfo id, dtype, non-contiguous): every dtype contiguous, float32 non-contiguous too.
+CASES = {
+    (c.id, dtype, noncontiguous): c
+    for dtype in DTYPES
+    for c in [*all_cases(dtype), FOREACH_NORM]
+    if c.id in OPINFOS and dtype in c.op.supported_dtypes("cpu")
+    for noncontiguous in ((False, True) if dtype == torch.float32 else (False,))
+}
+
+
+def assert_native(t: openreg_lab.Trace, expect: set[str], some: bool = False) -> None:
+    """Every call of our ops in ``t`` ran natively, none fell back or copied; all of ``expect`` ran
+    (``some``: at least one of them)."""
+    ev = t.events
+    ops = ev[(ev["kind"] == "op") & ev["name"].isin(OURS)]
+    seen = set(ops["name"])
+    assert (seen & expect) if some else (expect <= seen), sorted(seen)
+    assert set(ops["kernel"]) <= {"native"}, ops[["name", "kernel"]].drop_duplicates()
+    assert not set(t.fallbacks()["name"]) & OURS
+    copies = t.copies()
+    assert not set(copies["op"]) & OURS, copies[["op", "bytes"]]
+
+
+def test_every_op_is_registered_and_listed():
+    listed = set(openreg_lab.native_ops())
+    assert listed >= OURS
+    for op in OURS:
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(op, "PrivateUse1"), op
+    assert not set(openreg_lab.via_cpu_ops()) & OURS
+
+
+def test_every_opinfo_is_found():
+    assert {name for name, _, _ in CASES} == set(OPINFOS)
+
+
+def _case_id(key: tuple[str, torch.dtype, bool]) -> str:
+    name, dtype, noncontiguous = key
+    return f"{name}-{str(dtype).removeprefix('torch.')}" + ("-noncontiguous" if noncontiguous else "")
+
+
+@pytest.mark.parametrize("key", list(CASES), ids=_case_id)
+def test_opinfo_parity_natively(key):
+    name, dtype, noncontiguous = key
+    with openreg_lab.trace() as t:
+        compared = check(CASES[key], max_samples=6, dtype=dtype, noncontiguous=noncontiguous)
+    assert compared > 0
+    assert_native(t, OPINFOS[name], some=name in ("all", "any"))
+
+
+# --- out= forms, in-place, errors --------------------------------------------------------------
+
+
+def _pair(fn):
+    """fn on CPU and on openreg (the latter traced): both results."""
+    cpu = fn("cpu")
+    with openreg_lab.trace() as t:
+        dev = fn("openreg")
+    return cpu, dev, t
+
+
+def _mask_input(device: str) -> torch.Tensor:
+    x = torch.tensor([[0.0, -float("inf"), 1.0], [float("inf"), 2.0, float("nan")]]).to(device)
+    return x
+
+
+@pytest.mark.parametrize(
+    ("call", "dtype"),
+    [
+        (lambda x, o: torch.all(x, out=o), torch.bool),
+        (lambda x, o: torch.any(x, 1, out=o), torch.bool),
+        (lambda x, o: torch.all(x, (0, 1), keepdim=True, out=o), torch.bool),
+        (lambda x, o: torch.isneginf(x, out=o), torch.bool),
+        (lambda x, o: torch.isposinf(x, out=o), torch.bool),
+        (lambda x, o: torch.tril(x, -1, out=o), torch.float32),
+        (lambda x, o: torch.triu(x, 1, out=o), torch.float32),
+        (
+            lambda x, o: torch.linalg.vector_norm(x.clamp(-3.0, 3.0), 2, 1, out=o),
+            torch.float32,
+        ),
+    ],
+    ids=["all", "any.dim", "all.dims", "isneginf", "isposinf", "tril", "triu", "vector_norm"],
+)
+def test_out_forms_resize_their_out_on_the_device(call, dtype):
+    inputs = {d: _mask_input(d) for d in ("cpu", "openreg")}  # moved before the trace
+
+    def run(device):
+        out = torch.empty(0, dtype=dtype, device=device)
+        result = call(inputs[device], out)
+        assert result is out
+        return out
+
+    cpu, dev, t = _pair(run)
+    assert dev.device.type == "openreg"
+    assert_close(dev.cpu(), cpu, equal_nan=True)
+    assert t.fallbacks().empty and t.copies().empty
+
+
+def test_tril_triu_in_place_write_device_memory():
+    x = torch.randn(4, 5)
+    for diagonal in (-1, 0, 2):
+        for name in ("tril_", "triu_"):
+            d = x.openreg()
+            ptr = d.data_ptr()
+            with openreg_lab.trace() as t:
+                getattr(d, name)(diagonal)
+            assert d.data_ptr() == ptr
+            assert_close(d.cpu(), getattr(x.clone(), name)(diagonal))
+            assert_native(t, {f"aten::{name}"})
+
+
+def test_hf_attention_mask_runs_natively():
+    # What a Hugging Face model builds its causal mask with: tril/triu, isneginf, all/any.
+    def mask(device):
+        m = torch.full((6, 6), float("-inf"), device=device).triu(1)
+        keep = torch.ones(2, 6, dtype=torch.bool, device=device).tril()
+        return (
+            torch.isneginf(m).all(-1),
+            torch.isneginf(m).any(),
+            keep.all(),
+            torch.tril(torch.ones(6, 6, device=device), diagonal=0),
+        )
+
+    cpu, dev, t = _pair(mask)
+    for c, d in zip(cpu, dev, strict=True):
+        assert d.device.type == "openreg"
+        assert_close(d.cpu(), c)
+    assert t.fallbacks().empty and t.copies().empty
+
+
+def test_errors_are_the_cpus():
+    from tests._parity import assert_same_as_cpu
+
+    assert_same_as_cpu(lambda d: torch.zeros(2, 3, device=d).all(dim=3))
+    assert_same_as_cpu(lambda d: torch.zeros(2, 3, dtype=torch.complex64, device=d).isneginf())
+    assert_same_as_cpu(lambda d: torch.zeros(3, device=d).tril())
+    assert_same_as_cpu(lambda d: torch.linalg.vector_norm(torch.arange(3, device=d)))
+    assert_same_as_cpu(lambda d: torch._foreach_norm([]))
+
+
+def test_mixed_devices_are_refused():
+    x = torch.zeros(2, 3, device="openreg")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.all(x, out=torch.empty(0, dtype=torch.bool))
+
+
+# --- fused Adam / AdamW, clipping --------------------------------------------------------------
+
+
+def _params(device: str) -> list[torch.nn.Parameter]:
+    g = torch.Generator().manual_seed(0)
+    shapes = [(7, 5), (5,), (3, 4, 2)]
+    return [torch.nn.Parameter(torch.randn(s, generator=g).to(device)) for s in shapes]
+
+
+def _grads(step: int) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(100 + step)
+    return [torch.randn(s, generator=g) for s in [(7, 5), (5,), (3, 4, 2)]]
+
+
+@pytest.mark.parametrize("optim", [torch.optim.Adam, torch.optim.AdamW], ids=["Adam", "AdamW"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"amsgrad": True},
+        {"maximize": True, "weight_decay": 0.1},
+        {"lr": torch.tensor(0.01)},
+        {"amsgrad": True, "lr": torch.tensor(0.02), "betas": (0.8, 0.9)},
+    ],
+    ids=["default", "amsgrad", "maximize", "tensor_lr", "amsgrad-tensor_lr"],
+)
+def test_fused_adam_steps_match_cpu_natively(optim, kwargs):
+    results = {}
+    for device in ("cpu", "openreg"):
+        params = _params(device)
+        kw = dict(kwargs)
+        if isinstance(kw.get("lr"), torch.Tensor):
+            kw["lr"] = kw["lr"].clone().to(device)
+        opt = optim(params, fused=True, **kw)
+        grads = [[g.to(device) for g in _grads(step)] for step in range(3)]  # before the trace
+        with openreg_lab.trace() as t:
+            for step in range(3):
+                for p, g in zip(params, grads[step], strict=True):
+                    p.grad = g
+                opt.step()
+        results[device] = ([p.detach().cpu() for p in params], opt, t)
+    for got, want in zip(results["openreg"][0], results["cpu"][0], strict=True):
+        assert_close(got, want)
+    t = results["openreg"][2]
+    name = f"aten::_fused_{optim.__name__.lower()}_" + (".tensor_lr" if "lr" in kwargs else "")
+    assert_native(t, {name})
+    assert t.fallbacks().empty and t.copies().empty
+    state = results["openreg"][1].state
+    assert all(s["exp_avg"].device.type == "openreg" for s in state.values())
+
+
+@pytest.mark.parametrize("found_inf", [0.0, 1.0])
+@pytest.mark.parametrize("fn", [torch._fused_adamw_, torch._fused_adam_], ids=["adamw", "adam"])
+def test_grad_scale_and_found_inf_as_on_cpu(fn, found_inf):
+    def run(device):
+        g = torch.Generator().manual_seed(3)
+        ps, gs, ms, vs, vmax = ([torch.randn(4, 3, generator=g).to(device)] for _ in range(5))
+        vs = [v.abs() for v in vs]
+        steps = [torch.tensor(2.0, device=device)]
+        fn(ps, gs, ms, vs, vmax, steps, lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.01, eps=1e-8,
+           amsgrad=True, maximize=False, grad_scale=torch.tensor(4.0, device=device),
+           found_inf=torch.tensor(found_inf, device=device))  # fmt: skip
+        return ps + ms + vs + vmax
+
+    cpu, dev, t = _pair(run)
+    for c, d in zip(cpu, dev, strict=True):
+        assert_close(d.cpu(), c)
+    assert_native(t, {f"aten::{fn.__name__}"})
+
+
+def test_fused_adam_refuses_a_state_on_another_device():
+    p = [torch.zeros(3, device="openreg")]
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch._fused_adamw_(p, p, p, p, [], [torch.tensor(1.0)], lr=0.1, beta1=0.9, beta2=0.99,
+                            weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)  # fmt: skip
+
+
+@pytest.mark.parametrize("foreach", [True, False])
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, float("inf")])
+def test_clip_grad_norm_matches_cpu_without_fallback(foreach, norm_type):
+    results = {}
+    for device in ("cpu", "openreg"):
+        params = _params(device)
+        for p, g in zip(params, _grads(0), strict=True):
+            p.grad = g.to(device)
+        with openreg_lab.trace() as t:
+            total = torch.nn.utils.clip_grad_norm_(params, 0.5, norm_type=norm_type, foreach=foreach)
+        results[device] = (total, [p.grad.cpu() for p in params], t)
+    assert_close(results["openreg"][0].cpu(), results["cpu"][0])
+    for got, want in zip(results["openreg"][1], results["cpu"][1], strict=True):
+        assert_close(got, want)
+    t = results["openreg"][2]
+    assert t.fallbacks().empty, t.fallbacks()[["name", "calls"]]
+    assert t.copies().empty
+    assert_native(t, {"aten::_foreach_norm.Scalar"} if foreach else {"aten::linalg_vector_norm"})
+
+
+# --- convolution -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_convolution_keeps_the_cpus_memory_format(transposed, channels_last):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 4, 9, 7, generator=g)
+    w = torch.randn(4, 2, 3, 3, generator=g)
+    b = torch.randn(4, generator=g)  # out channels: 4 either way (2 per group when transposed)
+    if channels_last:
+        x = x.to(memory_format=torch.channels_last)
+        w = w.to(memory_format=torch.channels_last)
+    conv = torch.nn.functional.conv_transpose2d if transposed else torch.nn.functional.conv2d
+    kwargs = {"stride": 2, "padding": 1, "groups": 2, "dilation": (1, 2)}
+
+    leaves = {d: [t.detach().to(d).requires_grad_() for t in (x, w, b)] for d in ("cpu", "openreg")}
+
+    def run(device):
+        xs, ws, bs = leaves[device]
+        out = conv(xs, ws, bs, **kwargs)
+        out.square().sum().backward()
+        return out, xs.grad, ws.grad, bs.grad
+
+    cpu, dev, t = _pair(run)
+    for c, d in zip(cpu, dev, strict=True):
+        assert d.device.type == "openreg"
+        assert d.stride() == c.stride()
+        assert_close(d.cpu(), c, atol=1e-4, rtol=1e-5)
+    assert_native(t, CONV_OPS)
+    assert t.fallbacks().empty and t.copies().empty
+
+
+def test_convolution_under_a_profile_without_it_goes_through_the_cpu():
+    x, w = torch.randn(1, 1, 5, 5), torch.randn(2, 1, 3, 3)
+    xd, wd = x.openreg(), w.openreg()
+    with openreg_lab.use_profile("minimal"), openreg_lab.trace() as t:
+        out = torch.nn.functional.conv2d(xd, wd)
+    assert_close(out.cpu(), torch.nn.functional.conv2d(x, w))
+    assert list(t.fallbacks()["name"]) == ["aten::convolution_overrideable"]
+    # x and w to the host, the 2x3x3 result back
+    assert sorted(t.copies()["bytes"].tolist()) == [18 * 4, 18 * 4, 25 * 4]
+    with openreg_lab.use_profile("default"), openreg_lab.trace() as t:
+        torch.nn.functional.conv2d(xd, wd)
+    assert t.fallbacks().empty and t.copies().empty
