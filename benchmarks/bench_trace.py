@@ -150,7 +150,7 @@ def _sampler_alone():
     try:
         yield
     finally:
-        s.stop()
+        s.stop_raw()  # as a trace does: the samples are named when first read
 
 
 def _pyinstrument(profiler_class):
