@@ -95,7 +95,8 @@ def test_host_is_aggregated_per_function_and_step(slow_step0):
     assert row["self_ns"].iloc[0] == row["total_ns"].iloc[0] > 0.2e9  # busy calls no Python
     assert not ((h["function"] == "busy") & (h["step"] > 0)).any()
     sleeps = h[h["function"] == "FakeLoader.__iter__"].set_index("step")
-    assert sleeps.loc[0, "wait_ns"] > 0.15e9 and sleeps["wait_ns"].drop(0).max() < 0.05e9
+    # Later steps sleep far less: a short sleep may or may not be caught by a sample.
+    assert sleeps.loc[0, "wait_ns"] > 0.15e9 and (sleeps["wait_ns"].drop(0) < 0.05e9).all()
     # Inclusive time contains self time; the thread is the recorder's index of the main thread.
     assert (h["total_ns"] >= h["self_ns"]).all() and (h["wait_ns"] <= h["self_ns"]).all()
     main = slow_step0.events.loc[slow_step0.events["kind"] == "step", "thread"].iloc[0]
