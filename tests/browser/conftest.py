@@ -172,3 +172,24 @@ def _shut_down_kernels(server: JupyterServer) -> None:
         req = urllib.request.Request(f"{server.url}/api/kernels/{k['id']}", headers=headers, method="DELETE")
         with urllib.request.urlopen(req):
             pass
+
+
+#: Notebooks whose Notebook 7 run is kept for ``-m slow``: each takes 25-40 s in the browser, runs in
+#: JupyterLab by default and in nbclient (tests/test_notebooks.py), and Notebook 7 draws the same
+#: widgets through the same JupyterLab components (01-04 keep both front ends in the default run).
+HEAVY_IN_NOTEBOOK_7 = (
+    "05-writing-a-kernel.ipynb",
+    "06-emulating-a-backend.ipynb",
+    "07-compile.ipynb",
+    "08-distributed.ipynb",
+    "09-porting-a-hugging-face-model.ipynb",
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the Notebook 7 runs of the heaviest notebooks ``slow`` (the suite's time budget)."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if params.get("jupyter") == "notebook" and params.get("name") in HEAVY_IN_NOTEBOOK_7:
+            item.add_marker(pytest.mark.slow)
