@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -24,11 +23,10 @@ from openreg_lab import theme
 from openreg_lab.recording import _atomic, analysis, steps
 from openreg_lab.recording.ranks import offsets
 from openreg_lab.views import static
-from openreg_lab.views._embed import plain_text, script_json
+from openreg_lab.views._embed import plain_text
 from openreg_lab.views.lod import Pyramid
-from openreg_lab.views.op_explorer import JS as EXPLORER_JS
 from openreg_lab.views.op_explorer import explorer_data
-from openreg_lab.views.report import _static_model_js, _timeline_levels
+from openreg_lab.views.report import _mount_script, _timeline_levels
 from openreg_lab.views.timeline import COLOR_NAMES, PALETTE, marks_of, rows_of
 
 #: What the functions here read of a ``views.ranks_view.RanksView`` (which imports this module):
@@ -252,7 +250,6 @@ def ranks_report_html(
         "links": links,
         "link_color": theme.COLLECTIVE_COLOR,
     }
-    js = Path(__file__).with_name("timeline.js").read_text()
     explorer = _explorer(view)
     cut_links = (
         f" The {MAX_LINKS:,} collectives with the longest waits are drawn across the ranks, "
@@ -299,15 +296,7 @@ h1{{font-size:20px}} h2{{font-size:15px;margin-top:22px}} section{{margin-bottom
 <section><h2>Ops</h2><div id="op-explorer"></div></section>
 <details id="run-info"><summary><b>What was merged</b> (ranks, run id, trace files)</summary>
 <table style="{static._TABLE}">{info_rows}</table></details>
-<script type="module">
-{_static_model_js()}
-const load = (text) => import(URL.createObjectURL(new Blob([text], {{type: "text/javascript"}})));
-const timeline = staticModel({script_json(model)});
-window.openregReport = {{timeline}};
-(await load({script_json(js)})).default.render({{model: timeline, el: document.getElementById("timeline")}});
-(await load({script_json(EXPLORER_JS.read_text())})).mountOpExplorer(
-  document.getElementById("op-explorer"), {script_json(explorer)}, timeline);
-</script>
+{_mount_script(model, explorer)}
 </body></html>
 """
 

@@ -97,8 +97,6 @@ def report_html(
         "selected": -1,
         "highlight": "",
     }
-    js = Path(__file__).with_name("timeline.js").read_text()
-    explorer_js = EXPLORER_JS.read_text()
     plotly_js = plotly.offline.get_plotlyjs()
     ops = analysis.summary(events)
     explorer = explorer_data(events, ops)
@@ -149,15 +147,7 @@ h1{{font-size:20px}} h2{{font-size:15px;margin-top:22px}} section{{margin-bottom
 {cov}
 <details id="run-info"><summary><b>What was run</b> (torch, command, policy, trace settings)</summary>
 <table style="{static._TABLE}">{info_rows}</table></details>
-<script type="module">
-{_static_model_js()}
-const load = (text) => import(URL.createObjectURL(new Blob([text], {{type: "text/javascript"}})));
-const timeline = staticModel({script_json(model)});
-window.openregReport = {{timeline}};
-(await load({script_json(js)})).default.render({{model: timeline, el: document.getElementById("timeline")}});
-(await load({script_json(explorer_js)})).mountOpExplorer(
-  document.getElementById("op-explorer"), {script_json(explorer)}, timeline);
-</script>
+{_mount_script(model, explorer)}
 </body></html>
 """
 
@@ -190,6 +180,21 @@ def _base64(p: dict[str, Any]) -> dict[str, Any]:
         return v
 
     return enc(p)
+
+
+def _mount_script(model: Any, explorer: Any) -> str:
+    """The page's module script: the timeline drawn from ``model`` into ``#timeline`` and the op
+    explorer from ``explorer`` into ``#op-explorer``, linked (the single-rank and the merged report)."""
+    js = Path(__file__).with_name("timeline.js").read_text()
+    return f"""<script type="module">
+{_static_model_js()}
+const load = (text) => import(URL.createObjectURL(new Blob([text], {{type: "text/javascript"}})));
+const timeline = staticModel({script_json(model)});
+window.openregReport = {{timeline}};
+(await load({script_json(js)})).default.render({{model: timeline, el: document.getElementById("timeline")}});
+(await load({script_json(EXPLORER_JS.read_text())})).mountOpExplorer(
+  document.getElementById("op-explorer"), {script_json(explorer)}, timeline);
+</script>"""
 
 
 def _static_model_js() -> str:
