@@ -4,6 +4,7 @@ compilation, host Python and waiting from what was measured."""
 
 from __future__ import annotations
 
+import copy
 import html
 import inspect
 import time
@@ -85,6 +86,30 @@ def test_step_0_names_the_function_and_the_sleep_and_the_parts_add_up(slow_step0
     assert f"busy ({__file__}:{BUSY_LINE})" in text and "time.sleep in FakeLoader.__iter__" in text
     assert "first-sight" not in text and text.splitlines() == v.lines()
     assert "\n" not in repr(v) and repr(v).startswith("<openreg Verdict: ")
+
+
+def test_a_late_sample_does_not_carry_a_step_into_the_next(slow_step0):
+    """A loaded machine delays the sampler: with no sample between busy's last one and 3 ms into
+    step 1, busy's stack must not be credited to step 1 (it once was, in CI)."""
+    s = slow_step0.host_samples
+    t0 = slow_step0._t0
+    table = steps.table(slow_step0.events)
+    step0_end = int(table["start_ns"].iloc[0] + table["dur_ns"].iloc[0]) + t0
+    resolved = host.paths(s)
+    busy_nodes = {n for n, p in enumerate(resolved) if s.strings[int(s.function[p[-1]])] == "busy"}
+    last_busy = int(s.time[np.isin(s.node, list(busy_nodes))].max())
+    gap = (s.time > last_busy) & (s.time < step0_end + 3_000_000)
+    fields = {f: getattr(s, f)[~gap] for f in s.SAMPLE_FIELDS}
+    nodes = {f: getattr(s, f) for f in s.NODE_FIELDS}
+    late = host.Samples(**fields, **nodes, strings=s.strings, interval_ns=s.interval_ns)
+    t = copy.copy(slow_step0)
+    t._samples, t._pending = late, None
+    per_step = t.verdict().time
+    assert per_step[0].python[0].what == "busy"
+    start1 = int(table["start_ns"].iloc[1])
+    end1 = start1 + int(table["dur_ns"].iloc[1])
+    later = accounting.account(t.events, late, t0, t._thread_index(), start1, end1, "step 1", True)
+    assert all(n.what != "busy" for n in later.python) and later.parts["not sampled"] >= 2_000_000
 
 
 def test_host_is_aggregated_per_function_and_step(slow_step0):

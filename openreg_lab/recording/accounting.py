@@ -7,7 +7,10 @@ collective event), device ops (an op, backward, fallback, copy, cast or compiled
 thread: within them CPU fallbacks first, then autocast casts, then copies, then the other ops),
 and last the host samples of the thread that ends the steps: time it waited (off the CPU and not
 runnable, Note [Host samples]) is waiting, the rest host Python. What no event and no sample covers
-is said as not sampled. Every part is measured; the parts add up to the wall time. Host Python is
+is said as not sampled. A sample speaks for its thread only until the next sample and only inside
+the window it was taken in: a late sample after a step's end (a loaded machine delays the sampler)
+must not carry the last step's function into the next one; the gap before the window's first sample
+is not sampled. Every part is measured; the parts add up to the wall time. Host Python is
 named by the innermost frame of the user's code (not torch's, the standard library's or an installed
 package's) with its hottest line; waiting by the name called at the waiting line (``time.sleep``)
 and the frame it waited in, as data loading when ``torch.utils.data`` is on the stack.
@@ -121,7 +124,7 @@ def account(
     thread = _step_thread(events, iv, thread_index)
     mine = None
     if iv is not None and thread is not None:
-        m = np.flatnonzero((iv.thread == thread) & (iv.start < end) & (iv.end > start))
+        m = np.flatnonzero((iv.thread == thread) & (iv.start >= start) & (iv.start < end))
         mine = m
     bounds = [np.array([start, end], dtype=np.int64)]
     for _, mask in layers:
