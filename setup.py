@@ -92,9 +92,9 @@ def _precompile_header(cflags: list[str], post_cflags: list[str], build_dir: str
 
     GCC only accepts a precompiled header made with the same options, so it is built from the very
     flags cpp_extension writes into build.ninja, and rebuilt when those flags, the header or torch
-    change (the stamp holds their hash). Objects depend on the .gch through their depfiles, so
-    ninja recompiles them after a rebuild. If the compiler cannot make it, the build goes on
-    without it (slower, same result).
+    change (the stamp holds their hash). GCC's depfiles do not name the .gch, so a rebuilt header
+    does not recompile the objects: it holds declarations only, and every source includes what it
+    uses. If the compiler cannot make it, the build goes on without it (slower, same result).
     """
     flags = shlex.split(" ".join(cflags)) + shlex.split(" ".join(post_cflags))
     compiler = cpp_extension.get_cxx_compiler()
