@@ -517,3 +517,99 @@ def test_convolution_under_a_profile_without_it_goes_through_the_cpu():
     with openreg_lab.use_profile("default"), openreg_lab.trace() as t:
         torch.nn.functional.conv2d(xd, wd)
     assert t.fallbacks().empty and t.copies().empty
+
+
+# --- Hugging Face: a training step and a Trainer step with no fallback ---------------------------
+
+
+def _hf_model(name: str) -> torch.nn.Module:
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    if name == "gpt2":  # default dropout (0.1): native_dropout runs
+        config = transformers.GPT2Config(
+            vocab_size=64, n_positions=32, n_embd=32, n_layer=2, n_head=2, bos_token_id=0, eos_token_id=0
+        )
+        return transformers.GPT2LMHeadModel(config)
+    config = transformers.BertConfig(
+        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=32,
+    )  # fmt: skip
+    return transformers.BertForMaskedLM(config)
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "foreach"])
+@pytest.mark.parametrize("name", ["gpt2", "bert"])
+def test_a_hugging_face_training_step_has_no_fallback(name, fused):
+    # As a training script writes it: bf16 autocast, a padded attention mask, clipping, AdamW.
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, 64, (2, 16), generator=g)
+    mask = torch.ones(2, 16, dtype=torch.long)
+    mask[1, 12:] = 0
+    losses, traces = {}, {}
+    for device in ("cpu", "openreg"):
+        model = _hf_model(name).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=fused, foreach=not fused)
+        batch = {"input_ids": ids.to(device), "attention_mask": mask.to(device), "labels": ids.to(device)}
+        losses[device] = []
+        for step in range(2):
+            torch.manual_seed(10 + step)  # the same dropout masks on both sides
+            with openreg_lab.trace() as t:
+                with torch.autocast(device, dtype=torch.bfloat16):
+                    loss = model(**batch).loss
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                opt.zero_grad()
+            losses[device].append(loss.item())
+            traces[device] = t
+    t = traces["openreg"]
+    assert t.fallbacks().empty, t.fallbacks()[["name", "calls"]]
+    ran = set(t.events.query("kind == 'op'")["name"])
+    # the ops that fell back here before: dropout, the mask's `&`, indexing; BERT's gather
+    mine = DROPOUT_OPS | {"aten::bitwise_and.Tensor", "aten::index.Tensor"}
+    mine |= {"aten::gather"} if name == "bert" else set()
+    assert mine | {"aten::_fused_adamw_" if fused else "aten::_foreach_norm.Scalar"} <= ran
+    assert losses["openreg"] == pytest.approx(losses["cpu"], rel=2e-3)  # bf16 autocast on both
+    assert losses["openreg"][1] != losses["openreg"][0]  # it trained
+
+
+class _Tokens(torch.utils.data.Dataset):
+    """What a tokenizer gives a Trainer: ids, an attention mask (the last one padded), labels."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        ids = torch.randint(0, 64, (16,), generator=torch.Generator().manual_seed(i))
+        mask = torch.ones(16, dtype=torch.long)
+        mask[12:] = int(i % 2 == 0)
+        return {"input_ids": ids, "attention_mask": mask, "labels": ids}
+
+
+@pytest.fixture
+def accelerate_on_openreg(monkeypatch: pytest.MonkeyPatch):
+    """ACCELERATE_TORCH_DEVICE as `openreg-lab run` sets it, and accelerate's process-wide state
+    forgotten before and after (it keeps the device it found first)."""
+    state = pytest.importorskip("accelerate.state")
+    monkeypatch.setenv("ACCELERATE_TORCH_DEVICE", "openreg")
+    state.AcceleratorState._reset_state(reset_partial_state=True)
+    yield
+    state.AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def test_a_trainer_step_with_default_arguments_has_no_fallback(accelerate_on_openreg, tmp_path):
+    from transformers import Trainer, TrainingArguments
+
+    args = TrainingArguments(
+        output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=4, report_to=[],
+        save_strategy="no", disable_tqdm=True, logging_strategy="no",
+    )  # fmt: skip
+    trainer = Trainer(model=_hf_model("gpt2"), args=args, train_dataset=_Tokens())
+    with openreg_lab.trace() as t:
+        trainer.train()
+    assert args.device.type == "openreg" and trainer.model.lm_head.weight.device.type == "openreg"
+    assert (t.events["kind"] == "step").sum() == 2  # both optimizer steps ran on openreg
+    assert t.fallbacks().empty, t.fallbacks()[["name", "calls"]]
+    ran = set(t.events.query("kind == 'op'")["name"])
+    # the Trainer's defaults: fused AdamW, clipping to 1.0, its loss check; the model's dropout
+    assert {"aten::_fused_adamw_", "aten::_foreach_norm.Scalar", "aten::isnan"} | DROPOUT_OPS <= ran
