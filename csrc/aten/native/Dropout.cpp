@@ -42,7 +42,6 @@ using loops::Mode;
 // generator]).
 Tensor masked_scale(const Tensor& x, const Tensor& mask, double scale, bool round_scale) {
   const c10::ScalarType dtype = x.scalar_type();
-  loops::check_overlap(Tensor(), {x, mask});
   return loops::run_elementwise(
       Tensor(), Mode::Functional, dtype, dtype, {x, mask}, [&](const Loop& loop) {
         loops::dispatch_floating(dtype, [&](auto tag) {
