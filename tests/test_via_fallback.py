@@ -61,17 +61,6 @@ def test_losses_warn_as_cpu_does(loss, reduction):
     )
 
 
-def test_uint8_mask_index_warns_once_as_cpu():
-    t = torch.arange(4.0)
-    m = torch.tensor([1, 0, 1, 0], dtype=torch.uint8)
-    expected = _warnings(lambda: t[m])
-    assert len(expected) == 1 and "uint8" in expected[0]
-    result = []
-    assert _warnings(lambda: result.append(t.openreg()[m.openreg()])) == expected
-    assert result[0].device.type == "openreg"
-    assert result[0].cpu().tolist() == [0.0, 2.0]
-
-
 @pytest.mark.parametrize(
     ("name", "fn"),
     [
@@ -83,7 +72,6 @@ def test_uint8_mask_index_warns_once_as_cpu():
         ),
         ("mse_loss", lambda x: F.mse_loss(x, x)),
         ("smooth_l1_loss", lambda x: F.smooth_l1_loss(x, x)),
-        ("index", lambda x: x[torch.tensor([0, 2], device=x.device)]),
     ],
 )
 def test_ops_routed_to_the_fallback_obey_its_policy(name, fn):
@@ -94,21 +82,11 @@ def test_ops_routed_to_the_fallback_obey_its_policy(name, fn):
         fn(x)
 
 
-def test_index_with_cpu_and_openreg_indices_matches_cpu():
-    x = torch.arange(24.0).reshape(4, 6)
-    i = torch.tensor([3, 0, 3])
-    j = torch.tensor([1, 5, 2])
-    assert_same_as_cpu(lambda d: x.to(d)[i.to(d), j.to(d)], rtol=0, atol=0)
-    assert_same_as_cpu(lambda d: x.to(d)[i, j], rtol=0, atol=0)  # CPU indices, as on CUDA
-    assert_same_as_cpu(lambda d: x.to(d)[:, torch.tensor([True, False] * 3, device=d)], rtol=0, atol=0)
-
-
 # --- the operators routed to the fallback, under profiles --------------------------------------------
 
 ROUTED = {
     "aten::mse_loss": lambda a, b, i: F.mse_loss(a, b),
     "aten::smooth_l1_loss": lambda a, b, i: F.smooth_l1_loss(a, b),
-    "aten::index.Tensor": lambda a, b, i: a[i],
 }
 
 
