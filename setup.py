@@ -78,7 +78,7 @@ def _openmp_flags() -> tuple[list[str], list[str]]:
     thread pools that oversubscribe the cores and ignore each other's settings. So -fopenmp is a
     compile flag only, and the link names torch/lib/libgomp.so.1, which `import torch` has
     already loaded (the dynamic loader reuses it by its soname; the rpath makes `ldd` agree).
-    tests/test_openmp.py checks that one runtime is mapped and that the threads are used.
+    tests/operators/test_openmp.py checks that one runtime is mapped and that the threads are used.
     """
     gomp = os.path.join(cpp_extension.TORCH_LIB_PATH, "libgomp.so.1")
     if not (torch.backends.openmp.is_available() and os.path.exists(gomp)):

@@ -30,7 +30,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from harness import (
+
+from tests.support.browser_harness import (
     _IGNORED_CONSOLE,
     CHROMIUM_ARGS,
     FIXTURES,
@@ -176,8 +177,9 @@ def _shut_down_kernels(server: JupyterServer) -> None:
 
 #: What Notebook 7 runs by default: its harness, the tour and one dashboard test. Notebook 7 draws
 #: the same widgets through the same JupyterLab components, every notebook and view test runs in
-#: JupyterLab (and every notebook in nbclient, tests/test_notebooks.py), and each browser run costs
-#: 20-45 s of the suite's 30-minute budget; the other Notebook 7 runs are kept for ``-m slow``.
+#: JupyterLab (and every notebook in nbclient, tests/notebooks/test_notebooks.py), and each browser
+#: run costs 20-45 s of the suite's 30-minute budget; the other Notebook 7 runs are kept for
+#: ``-m slow``.
 NOTEBOOK_7_DEFAULT = {
     "test_harness_renders_widgets_and_their_round_trips": None,
     "test_notebook_in_the_browser": "01-tour.ipynb",
