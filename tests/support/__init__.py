@@ -9,5 +9,6 @@ same full name (``RankPool``'s ``_serve``, ``ipc_peer.serve``), so parent and ch
 module; torchrun's children get the root through ``PYTHONPATH``. ``tests/`` itself has no
 ``__init__.py`` (nor have its tier folders): pytest then imports each test file under its own name,
 so test file names are unique across folders, and the root is not pushed ahead of a ``PYTHONPATH``
-that puts another build of ``openreg_lab`` first (scripts/test_asan.sh).
+that puts another build of ``openreg_lab`` first (scripts/test_asan.sh). tests/layout/test_tiers.py
+checks all of this.
 """
