@@ -67,7 +67,11 @@ def test_the_helpers_are_imported_one_way():
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names = [node.module]
             for name in names:
-                if name.split(".")[0] in bare or name == "tests.conftest":
+                # tests.support.* or a test module of a tier (tests.operators.test_opinfo), nothing else.
+                outside = name.startswith("tests.") and not re.match(
+                    r"tests\.(support\b|\w+\.test_\w+$)", name
+                )
+                if name.split(".")[0] in bare or outside:
                     wrong.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
     assert wrong == [], "import the helpers as tests.support.<module>:\n" + "\n".join(wrong)
 
@@ -82,3 +86,42 @@ def test_child_processes_unpickle_the_helpers_by_their_full_name():
 def test_the_readme_of_tiers_names_every_folder():
     assert _readme_tiers() == _tiers(), "tests/README.md's table of tiers and the folders of tests/ differ"
     assert "tests/README.md" in (ROOT / "README.md").read_text()
+
+
+#: Where the project names test files by path (docs, comments, messages).
+MENTIONS = (
+    "README.md",
+    "docs",
+    "csrc",
+    "openreg_lab",
+    "scripts",
+    "benchmarks",
+    "binder",
+    "tests",
+    "setup.py",
+    "pyproject.toml",
+    "Makefile",
+    "notebooks",
+)
+#: A test file's path in prose: tests/..../name.py, a * glob allowed (not /root/tests/... examples).
+MENTION = re.compile(r"(?<![\w/.-])(tests/[\w/*-]+\.py)")
+#: Files whose mentions are examples of the pattern, not paths to resolve.
+EXAMPLES = {"tests/layout/test_docs_porting.py", "tests/layout/test_tiers.py", "openreg_lab/pytest_plugin.py"}
+
+
+def test_every_test_path_the_project_names_exists():
+    missing = []
+    for top in MENTIONS:
+        base = ROOT / top
+        for path in [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file()):
+            rel = str(path.relative_to(ROOT))
+            if rel in EXAMPLES or "fixtures" in path.parts or path.suffix in {".so", ".png", ".pyc"}:
+                continue
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (UnicodeDecodeError, OSError):
+                continue
+            missing += [f"{rel}: {m}" for m in MENTION.findall(text) if not list(ROOT.glob(m))]
+    assert missing == [], "paths of test files that do not exist (moved? see tests/README.md):\n" + "\n".join(
+        sorted(set(missing))
+    )
