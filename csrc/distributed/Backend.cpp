@@ -157,9 +157,11 @@ Backend::Backend(c10::intrusive_ptr<c10d::Backend> transport, std::string group_
       group_name_(std::move(group_name)),
       refusal_(std::move(refusal)),
       // a refusing backend compares nothing: no agreement, no store connection
-      agreement_(refusal_.empty()
-                     ? std::make_shared<Agreement>(transport_, std::move(store), group_name_)
-                     : nullptr) {}
+      agreement_(refusal_.empty() ? std::make_shared<Agreement>(transport_, store, group_name_)
+                                  : nullptr),
+      peers_(refusal_.empty() && agreement_checked() && getSize() > 1
+                 ? std::make_shared<PeerCheck>(store, getRank(), getSize(), group_name_)
+                 : nullptr) {}
 
 c10::intrusive_ptr<c10d::Work> Backend::run(
     Call call, const std::function<c10::intrusive_ptr<c10d::Work>()>& issue) {
@@ -619,10 +621,19 @@ c10::intrusive_ptr<c10d::Work> Backend::send(Tensors& tensors, int dst, int tag)
   call.device = common_device(call.name, {&tensors});
   call.bytes = nbytes(tensors);
   call.dtype = dtype_of(tensors);
-  call.checked = false;  // between two ranks, not the group
+  call.checked = false;  // between two ranks, not the group: Note [A send meets its recv]
   call.peer = dst;
+  auto check = std::make_shared<std::function<void()>>();
+  call.finish = [check] {
+    if (*check) {
+      (*check)();
+    }
+  };
   return run(std::move(call), [&] {
     Tensors views = host_views(tensors);
+    if (peers_ && tensors.size() == 1) {
+      *check = peers_->send(dst, tensors[0]);
+    }
     return transport_->send(views, dst, tag);
   });
 }
@@ -632,10 +643,16 @@ c10::intrusive_ptr<c10d::Work> Backend::recv(Tensors& tensors, int src, int tag)
   call.device = common_device(call.name, {&tensors});
   call.bytes = nbytes(tensors);
   call.dtype = dtype_of(tensors);
-  call.checked = false;
+  call.checked = false;  // Note [A send meets its recv]
   call.peer = src;
-  return run(std::move(call), [&] {
+  return run(std::move(call), [&]() -> c10::intrusive_ptr<c10d::Work> {
     Tensors views = host_views(tensors);
+    if (peers_ && tensors.size() == 1) {
+      return peers_->recv(src, tensors[0], std::move(views),
+                          [transport = transport_, src, tag](Tensors& into) {
+                            return transport->recv(into, src, tag);
+                          });
+    }
     return transport_->recv(views, src, tag);
   });
 }

@@ -18,6 +18,7 @@
 // (Note [Ranks agree before Gloo runs]).
 
 #include "distributed/Agreement.h"
+#include "distributed/PeerCheck.h"
 #include "distributed/Work.h"
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -162,6 +163,7 @@ class Backend final : public c10d::Backend {
   std::string group_name_;
   std::string refusal_;
   std::shared_ptr<Agreement> agreement_;
+  std::shared_ptr<PeerCheck> peers_;  // Note [A send meets its recv]
   // Collectives of the group are issued one at a time: each one's number,
   // comparison and collective follow the same order on every rank
   // (Note [Ranks agree before Gloo runs]).
