@@ -21,25 +21,42 @@ std::vector<uint8_t> row_of(const at::Tensor& t) {
   return std::vector<uint8_t>(bytes, bytes + sizeof(row));
 }
 
-// The row at `key` once posted (polling: a wait would hold the connection
-// that other sends and recvs post through; `wait` false: looking once),
-// deleted once read; empty if it was not posted within the store's timeout.
-std::vector<int64_t> take(c10d::Store& store, const std::string& key, bool wait) {
-  const auto deadline = Clock::now() + (wait ? store.getTimeout() : std::chrono::milliseconds(0));
-  auto pause = std::chrono::microseconds(50);
-  while (!store.check({key})) {
-    if (Clock::now() >= deadline) {
-      return {};
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(5000));
-  }
-  const std::vector<uint8_t> bytes = store.get(key);
-  store.deleteKey(key);
+std::vector<int64_t> row_from(const std::vector<uint8_t>& bytes, const std::string& key) {
   std::vector<int64_t> row(bytes.size() / sizeof(int64_t));
   std::memcpy(row.data(), bytes.data(), row.size() * sizeof(int64_t));
   TORCH_CHECK(row.size() == 2, "openreg: a malformed send/recv row in the store at ", key);
   return row;
+}
+
+// The refusal at `key` if the receiver posted one (deleted once read), else
+// empty.
+std::vector<int64_t> refusal(c10d::Store& store, const std::string& key) {
+  if (!store.check({key})) {
+    return {};
+  }
+  const std::vector<uint8_t> bytes = store.get(key);
+  store.deleteKey(key);
+  return row_from(bytes, key);
+}
+
+// The next row of the queue at `key` (a sender's rows, in the order of its
+// sends), popped once posted; empty if none came within the store's timeout.
+// Polled: a blocking pop would hold the connection that other sends and
+// recvs post through.
+std::vector<int64_t> next_row(c10d::Store& store, const std::string& key) {
+  const auto deadline = Clock::now() + store.getTimeout();
+  auto pause = std::chrono::microseconds(20);
+  for (;;) {
+    try {
+      return row_from(store.queuePop(key, /*block=*/false), key);
+    } catch (const c10::DistQueueEmptyError&) {
+      if (Clock::now() >= deadline) {
+        return {};
+      }
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
 }
 
 std::string tensor_text(const std::vector<int64_t>& row) {
@@ -51,7 +68,7 @@ std::string tensor_text(const std::vector<int64_t>& row) {
 // (Note [A send meets its recv]).
 class DeferredRecv : public c10d::Work {
  public:
-  DeferredRecv(int src) : c10d::Work(-1, c10d::OpType::RECV), src_(src) {}
+  explicit DeferredRecv(int src) : c10d::Work(-1, c10d::OpType::RECV), src_(src) {}
 
   // Runs `body` (which waits for the recv) on its own thread, then finishes.
   void start(std::function<void()> body) {
@@ -144,13 +161,13 @@ std::function<void()> PeerCheck::send(int dst, const at::Tensor& tensor) {
     n = sends_[dst]++;
   }
   const std::vector<uint8_t> mine = row_of(tensor);
-  store_->set(key(rank_, dst, n, "send"), mine);
+  store_->queuePush("openreg/p2p/" + std::to_string(rank_) + "/" + std::to_string(dst), mine);
   return [self = shared_from_this(), dst, n,
           sent = std::vector<int64_t>{static_cast<int64_t>(tensor.scalar_type()), tensor.numel()}] {
     // The send completed, so its recv (or the scratch one) was posted, after
-    // the receiver's row; none: a recv from any source.
+    // the receiver's row if it refused the send.
     const std::vector<int64_t> received =
-        take(*self->store_, self->key(self->rank_, dst, n, "recv"), /*wait=*/false);
+        refusal(*self->store_, self->key(self->rank_, dst, n, "refused"));
     if (received.empty()) {
       return;
     }
@@ -173,11 +190,10 @@ c10::intrusive_ptr<c10d::Work> PeerCheck::recv(int src, const at::Tensor& tensor
     }
     issued_[src] = issued->get_future().share();
   }
-  store_->set(key(src, rank_, n, "recv"), row_of(tensor));
   auto work = c10::make_intrusive<DeferredRecv>(src);
   const std::vector<int64_t> received{static_cast<int64_t>(tensor.scalar_type()), tensor.numel()};
   work->start([self = shared_from_this(), src, n, received, views = std::move(views),
-               receive = std::move(receive), before, issued]() mutable {
+               receive = std::move(receive), before, issued, mine = row_of(tensor)]() mutable {
     bool released = false;
     auto release = [&] {  // the next recv from `src` may go
       if (!released) {
@@ -191,11 +207,11 @@ c10::intrusive_ptr<c10d::Work> PeerCheck::recv(int src, const at::Tensor& tensor
         run();
       }
     } finally{release};
-    const std::vector<int64_t> sent =
-        take(*self->store_, self->key(src, self->rank_, n, "send"), /*wait=*/true);
     if (before.valid()) {
-      before.wait();
+      before.wait();  // the recvs from `src` take the sender's rows in order
     }
+    const std::vector<int64_t> sent = next_row(
+        *self->store_, "openreg/p2p/" + std::to_string(src) + "/" + std::to_string(self->rank_));
     TORCH_CHECK(!sent.empty(), "openreg recv (group '", self->group_name_, "', rank ", self->rank_,
                 " of ", self->size_, "): rank ", src, " posted no send within the group's timeout");
     const std::string what = self->mismatch(src, sent, self->rank_, received, "recv");
@@ -205,6 +221,7 @@ c10::intrusive_ptr<c10d::Work> PeerCheck::recv(int src, const at::Tensor& tensor
       work->wait();
       return;
     }
+    self->store_->set(self->key(src, self->rank_, n, "refused"), mine);
     std::vector<at::Tensor> scratch{
         at::zeros({sent[1]}, at::TensorOptions().dtype(static_cast<at::ScalarType>(sent[0])))};
     c10::intrusive_ptr<c10d::Work> work = receive(scratch);

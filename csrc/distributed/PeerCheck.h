@@ -8,19 +8,26 @@
 // elements; shapes may differ, as with NCCL) in the group's store, without
 // ever blocking the caller (a ring that posts its irecv before its send must
 // not wait at the irecv):
-// - the sender posts its row ("openreg/p2p/<src>/<dst>/<n>/send", n its
-//   number among the sends to that peer) and issues its send at once; when
-//   the send completes (Gloo completes a send only once its recv is posted),
-//   it reads the receiver's row, and fails with the mismatch if they differ;
-// - the receiver posts its row and returns at once; a thread of its own waits
-//   for the sender's row, then issues the recv (in the order the caller
-//   posted them, per peer), or on a mismatch receives the sender's bytes into
-//   a scratch tensor (so the sender's send completes) and fails.
+// - the sender pushes its row on the pair's queue in the store
+//   ("openreg/p2p/<src>/<dst>") and issues its send at once;
+// - the receiver returns at once; a thread of its own waits for the sender's
+//   row (popping the queue, in the order the caller posted its recvs from
+//   that peer), then issues the recv, or on a mismatch posts its own row
+//   ("openreg/p2p/<src>/<dst>/<n>/refused", n the exchange's number between
+//   the two), receives the sender's bytes into a scratch tensor (so the
+//   sender's send completes) and fails;
+// - when the send completes (Gloo completes a send only once its recv is
+//   posted, so after any refusal), the sender looks for the refusal and fails
+//   with the same mismatch.
 // Both ranks raise the same ValueError (the caller's tensor is untouched),
-// and the group lives on. Each side deletes the row it read, so the store
-// holds no key per exchange. A recv from any source has no known sender and
-// is not compared (its sender finds no row and reads none; its own row stays
-// in the store); OPENREG_DIST_CHECK=0 skips the check.
+// and the group lives on. Rows are popped or deleted once read, so the store
+// holds no key per exchange. The cost is two store round trips for the sender
+// (its push, the look for a refusal) and the receiver's pop (polled: a
+// blocking pop would hold the connection other sends and recvs post
+// through). A recv from any source has no known sender and is not compared
+// (its sender's row stays queued, and is read by the next recv from that
+// sender: do not mix the two between one pair of ranks); OPENREG_DIST_CHECK=0
+// skips the check.
 
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
