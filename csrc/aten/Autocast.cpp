@@ -14,7 +14,7 @@
 #include "aten/Autocast.h"
 
 #include "aten/Copy.h"
-#include "trace/Hooks.h"
+#include "trace/Seam.h"  // Note [The lab's seam]
 
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>

@@ -38,7 +38,7 @@
 #include "aten/Registration.h"
 #include "aten/fallback/FallbackPolicy.h"
 #include "aten/fallback/Profile.h"
-#include "trace/Hooks.h"
+#include "trace/Seam.h"  // Note [The lab's seam]
 
 #include <ATen/core/dispatch/Dispatcher.h>
 

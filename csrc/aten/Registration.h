@@ -9,7 +9,7 @@
 // the kernels (Note [Op events from openreg's kernels]); otherwise it costs
 // one relaxed load and calls the kernel.
 
-#include "trace/KernelEvents.h"
+#include "trace/Seam.h"  // Note [The lab's seam]
 
 #include <torch/library.h>
 

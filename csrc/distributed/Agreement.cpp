@@ -247,16 +247,10 @@ Agreement::Agreement(c10::intrusive_ptr<c10d::Backend> transport,
       watcher_(store_->clone()),
       rank_(transport_->getRank()),
       size_(transport_->getSize()),
-      group_name_(std::move(group_name)) {
-  int64_t incarnation = 0;
-  if (agreement_checked() && size_ > 1) {  // Note [A group's incarnations]
-    incarnation = (store_->add("openreg/agree/joined", 1) - 1) / size_;
-  }
-  prefix_ = "openreg/agree/" + std::to_string(incarnation) + "/";
-}
+      group_name_(std::move(group_name)) {}
 
 std::string Agreement::slot_key(int64_t seq, int rank) const {
-  return prefix_ + std::to_string(seq % kSlots) + "/" + std::to_string(rank);
+  return "openreg/agree/" + std::to_string(seq % kSlots) + "/" + std::to_string(rank);
 }
 
 Agreement::~Agreement() {

@@ -37,9 +37,11 @@
 // Only calls a decoy can stand in for run ahead: one tensor, a collective
 // whose sizes its signature fixes (Backend.cpp).
 //
-// Signatures are posted in slots ("openreg/agree/<incarnation>/<slot>/<rank>",
-// the slot is the call's number in the group modulo kSlots), each holding its
-// call's number, so the store keeps a bounded number of keys per group.
+// Signatures are posted in slots ("openreg/agree/<slot>/<rank>" in the store
+// of the group's incarnation, Note [A group's incarnations] in
+// openreg_lab/device/_distributed.py; the slot is the call's number in the
+// group modulo kSlots), each holding its call's number, so the store keeps a
+// bounded number of keys per group.
 //
 // A refusal (a tensor that is not dense, a dtype or reduce op Gloo lacks, a
 // malformed list) is part of the signature, not raised before it: a rank
@@ -49,16 +51,6 @@
 // signature too: CPU tensors go through this backend as well
 // (Note [One group for openreg and CPU tensors]), so a rank passing a CPU
 // tensor where another passes an openreg one is a disagreement.
-//
-// Note [A group's incarnations]
-// torch names groups by their order of creation ("0" for the default group),
-// so destroy_process_group() then init_process_group() over the same store
-// (torchrun's, or one the caller passes) gives the new group the keys of the
-// old one, whose rows are still there, numbered from 0 like the new calls.
-// Each group therefore takes an incarnation number when it is built (every
-// rank adds 1 to "openreg/agree/joined"; the count before it, divided by the
-// group size, is the same on every rank, since a group is built by all its
-// ranks before it can be destroyed) and posts under it.
 //
 // Note [Split sizes agree]
 // all_to_all's ranks pass different sizes by design, so its signature leaves
@@ -194,9 +186,6 @@ class Agreement {
   int rank_;
   int size_;
   std::string group_name_;
-  // "openreg/agree/<incarnation>/": the keys of this incarnation of the group
-  // (Note [A group's incarnations]).
-  std::string prefix_;
 
   std::mutex mutex_;
   std::optional<size_t> last_key_;         // the hash of the group's last call

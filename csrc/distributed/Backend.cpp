@@ -1,7 +1,7 @@
 #include "distributed/Backend.h"
 
 #include "distributed/HostTensors.h"
-#include "trace/Clock.h"
+#include "trace/Seam.h"  // Note [The lab's seam]
 
 #include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
@@ -150,6 +150,47 @@ std::vector<int64_t> split_row(int64_t sent, int64_t received, const std::vector
 
 }  // namespace
 
+Backend::Call& Backend::Call::on(const Tensors& tensors) {
+  outputs = tensors;
+  device = common_device(name, {&tensors});
+  terms.agree = tensors;
+  return count(tensors);
+}
+
+Backend::Call& Backend::Call::from_to(const Tensors& in, const Tensors& out) {
+  inputs = in;
+  outputs = out;
+  device = common_device(name, {&in, &out});
+  terms.agree = in;
+  return count(in);
+}
+
+Backend::Call& Backend::Call::compare(const Tensors& tensors) {
+  terms.agree = tensors;
+  return *this;
+}
+
+Backend::Call& Backend::Call::count(const Tensors& tensors) {
+  bytes = nbytes(tensors);
+  return dtype_from(tensors);
+}
+
+Backend::Call& Backend::Call::dtype_from(const Tensors& tensors) {
+  dtype = dtype_of(tensors);
+  return *this;
+}
+
+Backend::Call& Backend::Call::with_peer(int rank) {
+  peer = rank;
+  terms.root = rank;
+  return *this;
+}
+
+Backend::Call& Backend::Call::unchecked() {
+  terms.checked = false;
+  return *this;
+}
+
 Backend::Backend(c10::intrusive_ptr<c10d::Backend> transport, std::string group_name,
                  c10::intrusive_ptr<c10d::Store> store, std::string refusal)
     : c10d::Backend(transport->getRank(), transport->getSize()),
@@ -157,9 +198,7 @@ Backend::Backend(c10::intrusive_ptr<c10d::Backend> transport, std::string group_
       group_name_(std::move(group_name)),
       refusal_(std::move(refusal)),
       // a refusing backend compares nothing: no agreement, no store connection
-      agreement_(refusal_.empty()
-                     ? std::make_shared<Agreement>(transport_, std::move(store), group_name_)
-                     : nullptr) {}
+      checks_(transport_, store, group_name_, refusal_.empty()) {}
 
 c10::intrusive_ptr<c10d::Work> Backend::run(
     Call call, const std::function<c10::intrusive_ptr<c10d::Work>()>& issue) {
@@ -175,47 +214,28 @@ c10::intrusive_ptr<c10d::Work> Backend::run(
   info.size = getSize();
   info.peer = call.peer;
   TORCH_CHECK_VALUE(refusal_.empty(), describe(info), ": ", refusal_);
+  Terms& terms = call.terms;
+  for (const Tensors* list : {&call.outputs, &call.inputs, &terms.agree}) {
+    for (const at::Tensor& t : *list) {
+      if (terms.refusal.empty() && t.defined() && !gloo_has(t.scalar_type())) {
+        terms.refusal = std::string("Gloo moves no ") + c10::toString(t.scalar_type()) +
+                        " tensors; pass float32, float64, float16, bfloat16, int8, uint8, int32, "
+                        "int64, bool or complex ones (e.g. x.to(torch.int32)) and convert back";
+      }
+    }
+  }
+  if (terms.refusal.empty() && !(dense(call.outputs) && dense(call.inputs) && dense(terms.agree))) {
+    terms.not_dense = true;
+    terms.refusal =
+        "a tensor is not dense (a strided view such as x[::2]); collectives take contiguous "
+        "tensors, as with NCCL: pass x.contiguous() (and copy an output back into the view)";
+  }
   const trace::CollectiveHandle event = trace::begin_collective(info);
   std::shared_ptr<AheadCall> ahead;
   c10::intrusive_ptr<c10d::Work> transport_work;
-  for (const Tensors* list : {&call.outputs, &call.inputs, &call.agree}) {
-    for (const at::Tensor& t : *list) {
-      if (call.refusal.empty() && t.defined() && !gloo_has(t.scalar_type())) {
-        call.refusal = std::string("Gloo moves no ") + c10::toString(t.scalar_type()) +
-                       " tensors; pass float32, float64, float16, bfloat16, int8, uint8, int32, "
-                       "int64, bool or complex ones (e.g. x.to(torch.int32)) and convert back";
-      }
-    }
-  }
-  int64_t flags = 0;
-  if (call.refusal.empty() && !(dense(call.outputs) && dense(call.inputs) && dense(call.agree))) {
-    flags |= Signature::kNotDense;
-    call.refusal =
-        "a tensor is not dense (a strided view such as x[::2]); collectives take contiguous "
-        "tensors, as with NCCL: pass x.contiguous() (and copy an output back into the view)";
-  } else if (!call.refusal.empty()) {
-    flags |= Signature::kRefused;
-  }
-  if (!call.refusal.empty()) {
-    call.decoy = nullptr;  // a refused call never runs ahead (Note [Ranks agree before Gloo runs])
-  }
   try {
-    if (call.checked) {
-      Signature sig(call.name, call.agree, call.peer, call.reduce_op, call.device.type(), flags);
-      if (call.sizes_differ) {
-        sig.without_sizes();
-      }
-      sig.splits = std::move(call.splits);
-      try {
-        ahead = agreement_->start(call.name, sig, info.seq, std::move(call.decoy));
-      } catch (const c10::ValueError&) {
-        // the ranks disagree; a rank that refuses its call for a reason the
-        // others cannot name says why
-        TORCH_CHECK_VALUE(!(flags & Signature::kRefused), describe(info), ": ", call.refusal);
-        throw;
-      }
-    }
-    TORCH_CHECK_VALUE(call.refusal.empty(), describe(info), ": ", call.refusal);
+    ahead =
+        checks_.before(call.name, std::move(terms), call.device.type(), info.seq, describe(info));
     transport_work = issue();
   } catch (const c10::ValueError&) {
     trace::end_collective(event, trace::now_ns());
@@ -225,7 +245,7 @@ c10::intrusive_ptr<c10d::Work> Backend::run(
     TORCH_CHECK_WITH(DistBackendError, false, describe(info), " failed: ", message_of(e));
   }
   auto work = c10::make_intrusive<Work>(
-      std::move(transport_work), std::move(ahead), agreement_, call.type, getRank(),
+      std::move(transport_work), std::move(ahead), checks_.agreement(), call.type, getRank(),
       std::move(call.outputs), std::move(call.inputs), std::move(call.finish), info, event);
   work->watch_transport();
   return work;
@@ -244,37 +264,38 @@ int64_t Backend::next_seq(c10d::OpType type, int peer) {
 
 template <typename Opts>
 Opts Backend::with_sum_for_avg(const Opts& opts, const Tensors& outputs, Call& call) const {
-  call.reduce_op = static_cast<int64_t>(opts.reduceOp.op_);
+  call.terms.reduce_op = static_cast<int64_t>(opts.reduceOp.op_);
   const at::ScalarType dtype = dtype_of(outputs);
   const c10d::ReduceOp::RedOpType op = opts.reduceOp.op_;
   if (op == c10d::ReduceOp::PREMUL_SUM) {
-    call.refusal =
+    call.terms.refusal =
         "ReduceOp.PREMUL_SUM is not supported by this backend; multiply the tensor by the factor "
         "first and use ReduceOp.SUM";
   } else if ((op == c10d::ReduceOp::BAND || op == c10d::ReduceOp::BOR ||
               op == c10d::ReduceOp::BXOR) &&
              (at::isFloatingType(dtype) || at::isComplexType(dtype))) {
-    call.refusal = "ReduceOp." +
-                   std::string(op == c10d::ReduceOp::BAND  ? "BAND"
-                               : op == c10d::ReduceOp::BOR ? "BOR"
-                                                           : "BXOR") +
-                   " needs integer or bool tensors, got " + c10::toString(dtype) +
-                   "; use an integer dtype";
+    call.terms.refusal = "ReduceOp." +
+                         std::string(op == c10d::ReduceOp::BAND  ? "BAND"
+                                     : op == c10d::ReduceOp::BOR ? "BOR"
+                                                                 : "BXOR") +
+                         " needs integer or bool tensors, got " + c10::toString(dtype) +
+                         "; use an integer dtype";
   } else if (op != c10d::ReduceOp::SUM && op != c10d::ReduceOp::AVG &&
              op != c10d::ReduceOp::PRODUCT && op != c10d::ReduceOp::MIN &&
              op != c10d::ReduceOp::MAX && op != c10d::ReduceOp::BAND && op != c10d::ReduceOp::BOR &&
              op != c10d::ReduceOp::BXOR) {
-    call.refusal = "reduce op " + std::to_string(static_cast<int>(op)) +
-                   " is not supported; use ReduceOp.SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR or BXOR";
+    call.terms.refusal =
+        "reduce op " + std::to_string(static_cast<int>(op)) +
+        " is not supported; use ReduceOp.SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR or BXOR";
   }
   if (!(opts.reduceOp == c10d::ReduceOp::AVG)) {
     return opts;
   }
   for (const at::Tensor& t : outputs) {
     if (!(at::isFloatingType(t.scalar_type()) || at::isComplexType(t.scalar_type()))) {
-      call.refusal = "ReduceOp.AVG needs floating-point tensors, got " +
-                     std::string(c10::toString(t.scalar_type())) +
-                     "; use ReduceOp.SUM and divide by the group size";
+      call.terms.refusal = "ReduceOp.AVG needs floating-point tensors, got " +
+                           std::string(c10::toString(t.scalar_type())) +
+                           "; use ReduceOp.SUM and divide by the group size";
       return opts;
     }
   }
@@ -309,13 +330,8 @@ Tensors Backend::summed(bool divide_first, Tensors views, bool in_place) const {
 
 c10::intrusive_ptr<c10d::Work> Backend::broadcast(Tensors& tensors,
                                                   const c10d::BroadcastOptions& opts) {
-  Call call{"broadcast", OpType::BROADCAST, tensors};
-  call.device = common_device(call.name, {&tensors});
-  call.bytes = nbytes(tensors);
-  call.dtype = dtype_of(tensors);
-  call.agree = tensors;
-  call.peer = static_cast<int>(opts.rootRank);
-  call.decoy = one_tensor_decoy(tensors, [opts](c10d::Backend& transport, Tensors& zeros) {
+  Call call = Call("broadcast", OpType::BROADCAST).on(tensors).with_peer(opts.rootRank);
+  call.terms.decoy = one_tensor_decoy(tensors, [opts](c10d::Backend& transport, Tensors& zeros) {
     return transport.broadcast(zeros, opts);
   });
   return run(std::move(call), [&] {
@@ -329,17 +345,12 @@ c10::intrusive_ptr<c10d::Work> Backend::allreduce(Tensors& tensors,
   if (!tensors.empty() && tensors[0].is_sparse() && tensors[0].is_cpu()) {
     return transport_->allreduce(tensors, opts);  // Note [One group for openreg and CPU tensors]
   }
-  Call call{"allreduce", OpType::ALLREDUCE, tensors};
-  call.device = common_device(call.name, {&tensors});
-  call.bytes = nbytes(tensors);
-  call.dtype = dtype_of(tensors);
-  call.agree = tensors;
+  Call call = Call("allreduce", OpType::ALLREDUCE).on(tensors);
   const auto o = with_sum_for_avg(opts, tensors, call);
-  const bool divide = call.divide_first;
-  call.decoy = one_tensor_decoy(tensors, [o](c10d::Backend& transport, Tensors& zeros) {
+  call.terms.decoy = one_tensor_decoy(tensors, [o](c10d::Backend& transport, Tensors& zeros) {
     return transport.allreduce(zeros, o);
   });
-  return run(std::move(call), [&] {
+  return run(std::move(call), [&, divide = call.divide_first] {
     Tensors views = summed(divide, host_views(tensors), /*in_place=*/true);
     return transport_->allreduce(views, o);
   });
@@ -347,32 +358,21 @@ c10::intrusive_ptr<c10d::Work> Backend::allreduce(Tensors& tensors,
 
 c10::intrusive_ptr<c10d::Work> Backend::allreduce_coalesced(
     Tensors& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  Call call{"allreduce_coalesced", OpType::ALLREDUCE_COALESCED, tensors};
-  call.device = common_device(call.name, {&tensors});
-  call.bytes = nbytes(tensors);
-  call.dtype = dtype_of(tensors);
-  call.agree = tensors;
+  Call call = Call("allreduce_coalesced", OpType::ALLREDUCE_COALESCED).on(tensors);
   const auto o = with_sum_for_avg(opts, tensors, call);
-  const bool divide = call.divide_first;
-  return run(std::move(call), [&] {
+  return run(std::move(call), [&, divide = call.divide_first] {
     Tensors views = summed(divide, host_views(tensors), /*in_place=*/true);
     return transport_->allreduce_coalesced(views, o);
   });
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::reduce(Tensors& tensors, const c10d::ReduceOptions& opts) {
-  Call call{"reduce", OpType::REDUCE, tensors};
-  call.device = common_device(call.name, {&tensors});
-  call.bytes = nbytes(tensors);
-  call.dtype = dtype_of(tensors);
-  call.agree = tensors;
-  call.peer = static_cast<int>(opts.rootRank);
+  Call call = Call("reduce", OpType::REDUCE).on(tensors).with_peer(opts.rootRank);
   const auto o = with_sum_for_avg(opts, tensors, call);
-  const bool divide = call.divide_first;
-  call.decoy = one_tensor_decoy(tensors, [o](c10d::Backend& transport, Tensors& zeros) {
+  call.terms.decoy = one_tensor_decoy(tensors, [o](c10d::Backend& transport, Tensors& zeros) {
     return transport.reduce(zeros, o);
   });
-  return run(std::move(call), [&] {
+  return run(std::move(call), [&, divide = call.divide_first] {
     Tensors views = summed(divide, host_views(tensors), /*in_place=*/true);
     return transport_->reduce(views, o);
   });
@@ -380,17 +380,11 @@ c10::intrusive_ptr<c10d::Work> Backend::reduce(Tensors& tensors, const c10d::Red
 
 c10::intrusive_ptr<c10d::Work> Backend::allgather(TensorLists& outputs, Tensors& inputs,
                                                   const c10d::AllgatherOptions& opts) {
-  Tensors flat = flatten(outputs);
-  Call call{"allgather", OpType::ALLGATHER, flat};
-  call.device = common_device(call.name, {&inputs, &flat});
-  call.bytes = nbytes(inputs);
-  call.inputs = inputs;
-  call.dtype = dtype_of(inputs);
-  call.agree = inputs;
+  Call call = Call("allgather", OpType::ALLGATHER).from_to(inputs, flatten(outputs));
   if (outputs.size() != 1 || inputs.size() != 1) {
-    call.refusal = "pass one input tensor and one list of outputs";
+    call.terms.refusal = "pass one input tensor and one list of outputs";
   } else {
-    call.refusal = list_refusal("output", outputs[0], getSize(), inputs[0]);
+    call.terms.refusal = list_refusal("output", outputs[0], getSize(), inputs[0]);
   }
   return run(std::move(call), [&] {
     TensorLists out = host_views(outputs);
@@ -401,35 +395,23 @@ c10::intrusive_ptr<c10d::Work> Backend::allgather(TensorLists& outputs, Tensors&
 
 c10::intrusive_ptr<c10d::Work> Backend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                         const c10d::AllgatherOptions& opts) {
-  Tensors out{output};
-  Tensors in{input};
-  Call call{"allgather_into_tensor", OpType::_ALLGATHER_BASE, out};
-  call.device = common_device(call.name, {&in, &out});
-  call.bytes = nbytes(in);
-  call.inputs = in;
-  call.dtype = dtype_of(in);
-  call.agree = in;
-  call.decoy =
-      one_tensor_decoy(in, [opts, n = output.numel()](c10d::Backend& transport, Tensors& zeros) {
+  Call call = Call("allgather_into_tensor", OpType::_ALLGATHER_BASE).from_to({input}, {output});
+  call.terms.decoy = one_tensor_decoy(
+      {input}, [opts, n = output.numel()](c10d::Backend& transport, Tensors& zeros) {
         at::Tensor gathered = at::zeros({n}, zeros[0].options());
         return transport._allgather_base(gathered, zeros[0], opts);
       });
   return run(std::move(call), [&] {
-    at::Tensor out_view = host_views(out)[0];
-    at::Tensor in_view = host_views(in)[0];
+    at::Tensor out_view = host_views({output})[0];
+    at::Tensor in_view = host_views({input})[0];
     return transport_->_allgather_base(out_view, in_view, opts);
   });
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::allgather_coalesced(TensorLists& outputs, Tensors& inputs,
                                                             const c10d::AllgatherOptions& opts) {
-  Tensors flat = flatten(outputs);
-  Call call{"allgather_coalesced", OpType::ALLGATHER_COALESCED, flat};
-  call.device = common_device(call.name, {&inputs, &flat});
-  call.bytes = nbytes(inputs);
-  call.inputs = inputs;
-  call.dtype = dtype_of(inputs);
-  call.agree = inputs;
+  Call call =
+      Call("allgather_coalesced", OpType::ALLGATHER_COALESCED).from_to(inputs, flatten(outputs));
   return run(std::move(call), [&] {
     TensorLists out = host_views(outputs);
     Tensors in = host_views(inputs);
@@ -439,12 +421,7 @@ c10::intrusive_ptr<c10d::Work> Backend::allgather_coalesced(TensorLists& outputs
 
 c10::intrusive_ptr<c10d::Work> Backend::allgather_into_tensor_coalesced(
     Tensors& outputs, Tensors& inputs, const c10d::AllgatherOptions& opts) {
-  Call call{"allgather_into_tensor_coalesced", OpType::COALESCED, outputs};
-  call.device = common_device(call.name, {&inputs, &outputs});
-  call.bytes = nbytes(inputs);
-  call.inputs = inputs;
-  call.dtype = dtype_of(inputs);
-  call.agree = inputs;
+  Call call = Call("allgather_into_tensor_coalesced", OpType::COALESCED).from_to(inputs, outputs);
   return run(std::move(call), [&] {
     Tensors out = host_views(outputs);
     Tensors in = host_views(inputs);
@@ -454,16 +431,10 @@ c10::intrusive_ptr<c10d::Work> Backend::allgather_into_tensor_coalesced(
 
 c10::intrusive_ptr<c10d::Work> Backend::gather(TensorLists& outputs, Tensors& inputs,
                                                const c10d::GatherOptions& opts) {
-  Tensors flat = flatten(outputs);
-  Call call{"gather", OpType::GATHER, flat};
-  call.device = common_device(call.name, {&inputs, &flat});
-  call.bytes = nbytes(inputs);
-  call.inputs = inputs;
-  call.dtype = dtype_of(inputs);
-  call.agree = inputs;
-  call.peer = static_cast<int>(opts.rootRank);
+  Call call =
+      Call("gather", OpType::GATHER).from_to(inputs, flatten(outputs)).with_peer(opts.rootRank);
   if (getRank() == opts.rootRank && outputs.size() == 1 && inputs.size() == 1) {
-    call.refusal = list_refusal("output", outputs[0], getSize(), inputs[0]);
+    call.terms.refusal = list_refusal("output", outputs[0], getSize(), inputs[0]);
   }
   return run(std::move(call), [&] {
     TensorLists out = host_views(outputs);
@@ -474,16 +445,10 @@ c10::intrusive_ptr<c10d::Work> Backend::gather(TensorLists& outputs, Tensors& in
 
 c10::intrusive_ptr<c10d::Work> Backend::scatter(Tensors& outputs, TensorLists& inputs,
                                                 const c10d::ScatterOptions& opts) {
-  Tensors flat = flatten(inputs);
-  Call call{"scatter", OpType::SCATTER, outputs};
-  call.device = common_device(call.name, {&outputs, &flat});
-  call.bytes = nbytes(outputs);
-  call.inputs = flat;
-  call.dtype = dtype_of(outputs);
-  call.agree = outputs;
-  call.peer = static_cast<int>(opts.rootRank);
+  Call call = Call("scatter", OpType::SCATTER).from_to(flatten(inputs), outputs);
+  call.compare(outputs).count(outputs).with_peer(opts.rootRank);
   if (getRank() == opts.rootRank && inputs.size() == 1 && outputs.size() == 1) {
-    call.refusal = list_refusal("input", inputs[0], getSize(), outputs[0]);
+    call.terms.refusal = list_refusal("input", inputs[0], getSize(), outputs[0]);
   }
   return run(std::move(call), [&] {
     Tensors out = host_views(outputs);
@@ -494,19 +459,13 @@ c10::intrusive_ptr<c10d::Work> Backend::scatter(Tensors& outputs, TensorLists& i
 
 c10::intrusive_ptr<c10d::Work> Backend::reduce_scatter(Tensors& outputs, TensorLists& inputs,
                                                        const c10d::ReduceScatterOptions& opts) {
-  Tensors flat = flatten(inputs);
-  Call call{"reduce_scatter", OpType::REDUCE_SCATTER, outputs};
-  call.device = common_device(call.name, {&outputs, &flat});
-  call.bytes = nbytes(flat);
-  call.inputs = flat;
-  call.dtype = dtype_of(outputs);
-  call.agree = outputs;
+  Call call = Call("reduce_scatter", OpType::REDUCE_SCATTER).from_to(flatten(inputs), outputs);
+  call.compare(outputs).dtype_from(outputs);
   const auto o = with_sum_for_avg(opts, outputs, call);
-  if (call.refusal.empty() && inputs.size() == 1 && outputs.size() == 1) {
-    call.refusal = list_refusal("input", inputs[0], getSize(), outputs[0]);
+  if (call.terms.refusal.empty() && inputs.size() == 1 && outputs.size() == 1) {
+    call.terms.refusal = list_refusal("input", inputs[0], getSize(), outputs[0]);
   }
-  const bool divide = call.divide_first;
-  return run(std::move(call), [&] {
+  return run(std::move(call), [&, divide = call.divide_first] {
     Tensors out = host_views(outputs);
     TensorLists in;
     for (const Tensors& list : inputs) {
@@ -518,39 +477,28 @@ c10::intrusive_ptr<c10d::Work> Backend::reduce_scatter(Tensors& outputs, TensorL
 
 c10::intrusive_ptr<c10d::Work> Backend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  Tensors out{output};
-  Tensors in{input};
-  Call call{"reduce_scatter_tensor", OpType::_REDUCE_SCATTER_BASE, out};
-  call.device = common_device(call.name, {&in, &out});
-  call.bytes = nbytes(in);
-  call.inputs = in;
-  call.dtype = dtype_of(in);
-  call.agree = out;
-  const auto o = with_sum_for_avg(opts, out, call);
-  const bool divide = call.divide_first;
-  call.decoy =
-      one_tensor_decoy(out, [o, n = input.numel()](c10d::Backend& transport, Tensors& zeros) {
+  Call call =
+      Call("reduce_scatter_tensor", OpType::_REDUCE_SCATTER_BASE).from_to({input}, {output});
+  call.compare({output});
+  const auto o = with_sum_for_avg(opts, {output}, call);
+  call.terms.decoy =
+      one_tensor_decoy({output}, [o, n = input.numel()](c10d::Backend& transport, Tensors& zeros) {
         at::Tensor scattered = at::zeros({n}, zeros[0].options());
         return transport._reduce_scatter_base(zeros[0], scattered, o);
       });
-  return run(std::move(call), [&] {
-    at::Tensor out_view = host_views(out)[0];
-    at::Tensor in_view = summed(divide, host_views(in), /*in_place=*/false)[0];
+  return run(std::move(call), [&, divide = call.divide_first] {
+    at::Tensor out_view = host_views({output})[0];
+    at::Tensor in_view = summed(divide, host_views({input}), /*in_place=*/false)[0];
     return transport_->_reduce_scatter_base(out_view, in_view, o);
   });
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::reduce_scatter_tensor_coalesced(
     Tensors& outputs, Tensors& inputs, const c10d::ReduceScatterOptions& opts) {
-  Call call{"reduce_scatter_tensor_coalesced", OpType::COALESCED, outputs};
-  call.device = common_device(call.name, {&inputs, &outputs});
-  call.bytes = nbytes(inputs);
-  call.inputs = inputs;
-  call.dtype = dtype_of(inputs);
-  call.agree = outputs;
+  Call call = Call("reduce_scatter_tensor_coalesced", OpType::COALESCED).from_to(inputs, outputs);
+  call.compare(outputs);
   const auto o = with_sum_for_avg(opts, outputs, call);
-  const bool divide = call.divide_first;
-  return run(std::move(call), [&] {
+  return run(std::move(call), [&, divide = call.divide_first] {
     Tensors out = host_views(outputs);
     Tensors in = summed(divide, host_views(inputs), /*in_place=*/false);
     return transport_->reduce_scatter_tensor_coalesced(out, in, o);
@@ -561,41 +509,29 @@ c10::intrusive_ptr<c10d::Work> Backend::alltoall_base(at::Tensor& output, at::Te
                                                       std::vector<int64_t>& output_splits,
                                                       std::vector<int64_t>& input_splits,
                                                       const c10d::AllToAllOptions& opts) {
-  Tensors out{output};
-  Tensors in{input};
-  Call call{"alltoall_base", OpType::ALLTOALL_BASE, out};
-  call.device = common_device(call.name, {&in, &out});
-  call.bytes = nbytes(in);
-  call.inputs = in;
-  call.dtype = dtype_of(in);
-  call.agree = in;
-  call.sizes_differ = true;  // compared through the splits (Note [Split sizes agree])
+  Call call = Call("alltoall_base", OpType::ALLTOALL_BASE).from_to({input}, {output});
+  call.terms.sizes_differ = true;  // compared through the splits (Note [Split sizes agree])
   const auto per_row = [](const at::Tensor& t) {
     return t.dim() > 0 && t.size(0) > 0 ? t.numel() / t.size(0) : 0;
   };
-  call.splits = split_row(input.numel(), output.numel(), input_splits, output_splits, getSize(),
-                          per_row(input), per_row(output));
+  call.terms.splits = split_row(input.numel(), output.numel(), input_splits, output_splits,
+                                getSize(), per_row(input), per_row(output));
   return run(std::move(call), [&] {
-    at::Tensor out_view = host_views(out)[0];
-    at::Tensor in_view = host_views(in)[0];
+    at::Tensor out_view = host_views({output})[0];
+    at::Tensor in_view = host_views({input})[0];
     return transport_->alltoall_base(out_view, in_view, output_splits, input_splits, opts);
   });
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::alltoall(Tensors& outputs, Tensors& inputs,
                                                  const c10d::AllToAllOptions& opts) {
-  Call call{"alltoall", OpType::ALLTOALL, outputs};
-  call.device = common_device(call.name, {&inputs, &outputs});
-  call.bytes = nbytes(inputs);
-  call.inputs = inputs;
-  call.dtype = dtype_of(inputs);
-  call.agree = inputs;
-  call.sizes_differ = true;  // compared through the splits (Note [Split sizes agree])
+  Call call = Call("alltoall", OpType::ALLTOALL).from_to(inputs, outputs);
+  call.terms.sizes_differ = true;  // compared through the splits (Note [Split sizes agree])
   const int size = getSize();
   if (static_cast<int>(inputs.size()) != size || static_cast<int>(outputs.size()) != size) {
-    call.refusal = "the input and output lists hold " + std::to_string(inputs.size()) + " and " +
-                   std::to_string(outputs.size()) + " tensors for a group of " +
-                   std::to_string(size) + " ranks; pass one tensor per rank in each";
+    call.terms.refusal = "the input and output lists hold " + std::to_string(inputs.size()) +
+                         " and " + std::to_string(outputs.size()) + " tensors for a group of " +
+                         std::to_string(size) + " ranks; pass one tensor per rank in each";
   } else {
     std::vector<int64_t> to;
     std::vector<int64_t> from;
@@ -603,9 +539,9 @@ c10::intrusive_ptr<c10d::Work> Backend::alltoall(Tensors& outputs, Tensors& inpu
       to.push_back(inputs[q].numel());
       from.push_back(outputs[q].numel());
     }
-    call.splits = split_row(nbytes(inputs) / std::max<int64_t>(1, inputs[0].element_size()),
-                            nbytes(outputs) / std::max<int64_t>(1, outputs[0].element_size()), to,
-                            from, size, 1, 1);
+    call.terms.splits = split_row(nbytes(inputs) / std::max<int64_t>(1, inputs[0].element_size()),
+                                  nbytes(outputs) / std::max<int64_t>(1, outputs[0].element_size()),
+                                  to, from, size, 1, 1);
   }
   return run(std::move(call), [&] {
     Tensors out = host_views(outputs);
@@ -615,37 +551,33 @@ c10::intrusive_ptr<c10d::Work> Backend::alltoall(Tensors& outputs, Tensors& inpu
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::send(Tensors& tensors, int dst, int tag) {
-  Call call{"send", OpType::SEND, tensors};
-  call.device = common_device(call.name, {&tensors});
-  call.bytes = nbytes(tensors);
-  call.dtype = dtype_of(tensors);
-  call.checked = false;  // between two ranks, not the group
-  call.peer = dst;
+  // between two ranks, not the group: Note [A send meets its recv]
+  Call call = Call("send", OpType::SEND).on(tensors).with_peer(dst).unchecked();
+  auto check = std::make_shared<std::function<void()>>();
+  call.finish = [check] {
+    if (*check) {
+      (*check)();
+    }
+  };
   return run(std::move(call), [&] {
     Tensors views = host_views(tensors);
+    *check = checks_.send(dst, tensors);
     return transport_->send(views, dst, tag);
   });
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::recv(Tensors& tensors, int src, int tag) {
-  Call call{"recv", OpType::RECV, tensors};
-  call.device = common_device(call.name, {&tensors});
-  call.bytes = nbytes(tensors);
-  call.dtype = dtype_of(tensors);
-  call.checked = false;
-  call.peer = src;
+  Call call = Call("recv", OpType::RECV).on(tensors).with_peer(src).unchecked();
   return run(std::move(call), [&] {
-    Tensors views = host_views(tensors);
-    return transport_->recv(views, src, tag);
+    return checks_.recv(src, tensors, host_views(tensors),
+                        [transport = transport_, src, tag](Tensors& into) {
+                          return transport->recv(into, src, tag);
+                        });
   });
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::recvAnysource(Tensors& tensors, int tag) {
-  Call call{"recv", OpType::RECVANYSOURCE, tensors};
-  call.device = common_device(call.name, {&tensors});
-  call.bytes = nbytes(tensors);
-  call.dtype = dtype_of(tensors);
-  call.checked = false;
+  Call call = Call("recv", OpType::RECVANYSOURCE).on(tensors).unchecked();
   return run(std::move(call), [&] {
     Tensors views = host_views(tensors);
     return transport_->recvAnysource(views, tag);
@@ -653,8 +585,7 @@ c10::intrusive_ptr<c10d::Work> Backend::recvAnysource(Tensors& tensors, int tag)
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::barrier(const c10d::BarrierOptions& opts) {
-  Call call{"barrier", OpType::BARRIER, Tensors{}};
-  call.checked = false;  // a barrier is its own check
+  Call call = Call("barrier", OpType::BARRIER).unchecked();  // a barrier is its own check
   if (opts.device.has_value()) {
     call.device = *opts.device;
   }
@@ -680,16 +611,12 @@ void Backend::setTimeout(std::chrono::milliseconds timeout) {
 }
 
 void Backend::abort() {
-  if (agreement_) {
-    agreement_->stop();
-  }
+  checks_.stop();
   transport_->abort();
 }
 
 void Backend::shutdown() {
-  if (agreement_) {
-    agreement_->stop();
-  }
+  checks_.stop();
   transport_->shutdown();
 }
 

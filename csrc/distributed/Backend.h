@@ -11,13 +11,15 @@
 // the transport, and wraps the transport's Work (Work.h). This is the file a
 // vendor rewrites to call their own collective library.
 //
+// Each collective is one short method: the call builder says what it is,
+// then `run` records it at the lab's seam (Note [Collective events], through
+// trace/Seam.h), passes it through the agreement layer (CallCheck.h: every
+// rank compares its call first, Note [The agreement layer]) and issues it.
 // Beyond Gloo: ReduceOp::AVG (a sum, then a division when the sum completes;
 // for float16 and bfloat16 a division first: Note [Averaging half-precision
-// tensors]), a trace event per collective (Note [Collective events]), and
-// one-line refusals of what Gloo cannot run, agreed by every rank first
-// (Note [Ranks agree before Gloo runs]).
+// tensors]) and one-line refusals of what Gloo cannot run.
 
-#include "distributed/Agreement.h"
+#include "distributed/CallCheck.h"
 #include "distributed/Work.h"
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -104,34 +106,36 @@ class Backend final : public c10d::Backend {
   void shutdown() override;
 
  private:
-  // What one collective is: its name and type, the tensors the caller keeps
-  // (the future's value), and the bytes, dtype, device and peer recorded.
+  // What one collective is, built by the call builder below: its name and
+  // type, the tensors the caller keeps (the future's value) and those it only
+  // sends, the bytes, dtype, device and peer recorded, and the terms the
+  // ranks agree on (CallCheck.h).
   struct Call {
-    Call(const char* name, c10d::OpType type, std::vector<at::Tensor> outputs)
-        : name(name), type(type), outputs(std::move(outputs)) {}
+    Call(const char* name, c10d::OpType type) : name(name), type(type) {}
+    // The call builder. `on`: the tensors are read and written in place
+    // (broadcast, all-reduce), recorded and compared.
+    Call& on(const std::vector<at::Tensor>& tensors);
+    // `in` is sent, `out` receives: bytes and dtype are those of `in`, which
+    // the ranks compare.
+    Call& from_to(const std::vector<at::Tensor>& in, const std::vector<at::Tensor>& out);
+    Call& compare(const std::vector<at::Tensor>& tensors);  // instead of the sent ones
+    Call& count(const std::vector<at::Tensor>& tensors);    // bytes and dtype recorded
+    Call& dtype_from(const std::vector<at::Tensor>& tensors);
+    Call& with_peer(int rank);  // the root, or the peer of a send or recv
+    Call& unchecked();          // not compared across the group (Terms::checked)
+
     const char* name;
     c10d::OpType type;
     std::vector<at::Tensor> outputs;
     std::vector<at::Tensor> inputs;  // kept alive until the Work completes
-    // What every rank must agree on (Note [Ranks agree before Gloo runs]).
-    bool checked = true;
-    std::vector<at::Tensor> agree;
     int64_t bytes = 0;
     at::ScalarType dtype = at::ScalarType::Undefined;
     c10::Device device = c10::Device(c10::DeviceType::CPU);
-    int peer = -1;           // the peer of a send or recv, or the root
-    int64_t reduce_op = -1;  // as the caller asked (AVG before it becomes SUM)
-    // all_to_all: sizes differ between ranks, the split sizes are compared
-    // instead (Note [Split sizes agree]).
-    bool sizes_differ = false;
-    std::vector<int64_t> splits;
-    // Why this rank cannot run the call ("": it can), raised on every rank
-    // once the ranks agree (Note [Ranks agree before Gloo runs]).
-    std::string refusal;
+    int peer = -1;
     // AVG of float16/bfloat16: the inputs are divided by the group size
     // before the sum (Note [Averaging half-precision tensors]).
     bool divide_first = false;
-    Decoy decoy;  // null: this call never runs ahead of the agreement
+    Terms terms;
     Work::Finish finish;
   };
 
@@ -161,7 +165,7 @@ class Backend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> transport_;
   std::string group_name_;
   std::string refusal_;
-  std::shared_ptr<Agreement> agreement_;
+  CallCheck checks_;  // Note [The agreement layer]
   // Collectives of the group are issued one at a time: each one's number,
   // comparison and collective follow the same order on every rank
   // (Note [Ranks agree before Gloo runs]).

@@ -1,6 +1,6 @@
 #include "distributed/Work.h"
 
-#include "trace/Clock.h"
+#include "trace/Seam.h"  // Note [The lab's seam]
 
 #include <ATen/core/jit_type.h>
 #include <c10/util/Exception.h>

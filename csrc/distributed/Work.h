@@ -14,7 +14,7 @@
 // if they turn out to disagree.
 
 #include "distributed/Agreement.h"
-#include "trace/Collective.h"
+#include "trace/Seam.h"  // Note [The lab's seam]
 
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>

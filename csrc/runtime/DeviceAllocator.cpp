@@ -2,7 +2,7 @@
 
 #include "runtime/Device.h"
 #include "runtime/SharedSegment.h"
-#include "trace/Hooks.h"
+#include "trace/Seam.h"  // Note [The lab's seam]
 
 #include <c10/util/Exception.h>
 

@@ -9,7 +9,7 @@
 // Kineto exporter, trace/KinetoProfiler.cpp, needs no device).
 
 #include "runtime/Device.h"
-#include "trace/Clock.h"
+#include "trace/Seam.h"  // Note [The lab's seam]
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/ApproximateClock.h>

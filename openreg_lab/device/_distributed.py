@@ -99,8 +99,9 @@ def _create_group(options: Any, backend_options: Any = None) -> Any:
     from torch.distributed import ProcessGroup, ProcessGroupGloo
 
     rank, size = options.group_rank, options.group_size
-    gloo = ProcessGroupGloo(options.store, rank, size, options.timeout)
-    ours = _C._DistributedBackend(gloo, str(options.group_id), options.store)
+    store = _incarnation_store(options.store, size)
+    gloo = ProcessGroupGloo(store, rank, size, options.timeout)
+    ours = _C._DistributedBackend(gloo, str(options.group_id), store)
     group = ProcessGroup(options.store, rank, size)
     group._set_default_backend(ProcessGroup.BackendType.CUSTOM)
     group._register_backend(torch.device(DEVICE), ProcessGroup.BackendType.CUSTOM, ours)
@@ -108,6 +109,29 @@ def _create_group(options: Any, backend_options: Any = None) -> Any:
     if str(options.group_id) == "0":  # the world group: every rank of the job
         _remember_job(options.store, rank, size)
     return group
+
+
+def _incarnation_store(store: Any, size: int) -> Any:
+    """The keys of this incarnation of the group: ``store`` under ``"openreg/<incarnation>/"``.
+
+    Note [A group's incarnations]
+    torch names groups by their order of creation (``"0"`` for the default group) and gives each the
+    prefix of its name in the store, so ``destroy_process_group()`` then ``init_process_group()`` over
+    the same store (torchrun's, or one the caller passes) gives the new group the keys of the old one,
+    whose values are still there: Gloo's rendezvous addresses (a rank that reads its peer's old
+    address before the peer overwrites it connects to the destroyed group's listener, still alive
+    while that group is referenced, and both ranks wait out the timeout; one run in four under load)
+    and the agreement's rows (Agreement.h), numbered from 0 like the new calls. So every group takes
+    an incarnation number when it is built, before Gloo's rendezvous: every rank adds 1 to
+    ``"openreg/joined"``, and the count before it, divided by the group size, is the same on every
+    rank (the ranks of incarnation k all add before any finishes its rendezvous, so before any adds
+    for k + 1). Gloo and the agreement both work under that prefix, never reading an older group's
+    keys.
+    """
+    from torch.distributed import PrefixStore
+
+    incarnation = (int(store.add("openreg/joined", 1)) - 1) // max(1, int(size))
+    return PrefixStore(f"openreg/{incarnation}/", store)
 
 
 def _remember_job(store: Any, rank: int, size: int) -> None:

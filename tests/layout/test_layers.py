@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import openreg_lab
@@ -116,3 +117,63 @@ def test_no_public_name_is_shadowed_by_a_module():
             assert name == "views" or not isinstance(obj, type(openreg_lab)), (
                 f"{pkg.__name__}.{name} is a module"
             )
+
+
+CSRC = Path(__file__).resolve().parent.parent / "csrc"
+# The folders a vendor copies (the template): they reach the recorder (csrc/trace) only through
+# its one seam header (Note [The lab's seam]).
+TEMPLATE = ("runtime", "aten", "distributed")
+SEAM = "trace/Seam.h"
+
+
+def _recorder_includes(text: str) -> list[str]:
+    """The csrc/trace headers a C++ file includes other than the seam."""
+    found = re.findall(r'^\s*#\s*include\s+"(trace/[^"]+)"', text, flags=re.MULTILINE)
+    return [h for h in found if h != SEAM]
+
+
+def test_the_template_reaches_the_recorder_through_one_seam_header():
+    assert (CSRC / SEAM).exists()
+    offenders = {}
+    seen = 0
+    for folder in TEMPLATE:
+        for path in sorted((CSRC / folder).rglob("*")):
+            if path.suffix in (".h", ".cpp"):
+                seen += 1
+                if bad := _recorder_includes(path.read_text()):
+                    offenders[str(path.relative_to(CSRC))] = bad
+    assert seen > 50  # the folders were found
+    assert offenders == {}, f"include {SEAM} instead: {offenders}"
+    assert "trace/Seam.h" in (CSRC / "aten" / "Registration.h").read_text()  # OPENREG_IMPL's kernels
+
+
+def test_the_seam_check_sees_a_recorder_include():
+    assert _recorder_includes('#include "trace/Hooks.h"\n#include "trace/Seam.h"\n') == ["trace/Hooks.h"]
+    assert _recorder_includes('#include "trace/Seam.h"  // Note [The lab\'s seam]\n') == []
+
+
+def _repeated_runs(texts: dict[str, str], n: int) -> dict[tuple[str, ...], list[tuple[str, int]]]:
+    """Runs of ``n`` code lines (stripped; blank lines, lone braces and comments left out) that
+    occur more than once across ``texts`` (file name -> text)."""
+    runs: dict[tuple[str, ...], list[tuple[str, int]]] = {}
+    for name, text in texts.items():
+        lines = [(i + 1, s.strip()) for i, s in enumerate(text.splitlines())]
+        code = [(i, s) for i, s in lines if s and s not in ("{", "}", "});", "};") and not s.startswith("//")]
+        for k in range(len(code) - n + 1):
+            runs.setdefault(tuple(s for _, s in code[k : k + n]), []).append((name, code[k][0]))
+    return {run: where for run, where in runs.items() if len(where) > 1}
+
+
+def test_no_repeated_method_bodies_in_the_collectives():
+    """Each collective of csrc/distributed is one short method through the call builder
+    (Backend.h): no five code lines repeat across the folder's sources."""
+    texts = {p.name: p.read_text() for p in sorted((CSRC / "distributed").glob("*.cpp"))}
+    assert "Backend.cpp" in texts
+    assert _repeated_runs(texts, 5) == {}
+
+
+def test_the_repetition_check_sees_a_copy():
+    body = "int a = 1;\nint b = 2;\n\n// x\nint c = 3;\n{\nint d = 4;\nint e = 5;\n"
+    assert list(_repeated_runs({"x.cpp": body, "y.cpp": "int z;\n" + body}, 5).values()) == [
+        [("x.cpp", 1), ("y.cpp", 2)]
+    ]

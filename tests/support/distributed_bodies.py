@@ -635,6 +635,29 @@ def reinit_same_store(rank: int, world: int, port: int) -> list[float]:
     return [float(x[0]), float(y[0])]
 
 
+def p2p_mismatch(rank: int, world: int) -> dict[str, Any]:
+    """A send and its recv that disagree (dtype, then size): the same ValueError on both ranks,
+    the receiver's tensor untouched; then matching ones work, also with each rank's irecv posted
+    before its send (Note [A send meets its recv])."""
+    assert world == 2
+    dev, peer = _dev(rank), 1 - rank
+    out: dict[str, Any] = {}
+    for case, (dtype, n) in {"dtype": (torch.int32, 4), "size": (torch.float32, 8)}.items():
+        if rank == 0:
+            out[case] = _refusal(lambda: dist.send(torch.full((4,), 1.5, device=dev), 1))
+        else:
+            y = torch.full((n,), 7, dtype=dtype, device=dev)
+            out[case] = _refusal(lambda y=y: dist.recv(y, 0))
+            out[f"{case} untouched"] = bool((y == 7).all())
+    x = torch.full((3,), float(rank + 1), device=dev)
+    y = torch.empty(3, device=dev)
+    first = dist.irecv(y, peer)  # both ranks post their recv first: no rank waits at its irecv
+    dist.send(x, peer)
+    first.wait()
+    out["ring"] = y.tolist()
+    return out
+
+
 def alltoall_bad_splits(rank: int, world: int) -> dict[str, Any]:
     """all_to_all_single with split sizes that disagree: the same ValueError on every rank before
     Gloo runs; the group lives on. Rank 0 expects 1 element from rank 1, which sends it 2."""

@@ -23,8 +23,7 @@
 #include "aten/fallback/FallbackPolicy.h"
 #include "aten/fallback/GenericNative.h"
 #include "aten/fallback/Profile.h"
-#include "trace/Hooks.h"
-#include "trace/KernelEvents.h"
+#include "trace/Seam.h"  // Note [The lab's seam]
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>

@@ -6,7 +6,7 @@
 #include "aten/fallback/BoxedArguments.h"
 #include "aten/fallback/BoxedCall.h"
 #include "runtime/DeviceAllocator.h"
-#include "trace/Hooks.h"
+#include "trace/Seam.h"  // Note [The lab's seam]
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/TensorImpl.h>

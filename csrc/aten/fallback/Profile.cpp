@@ -4,8 +4,7 @@
 
 #include "aten/fallback/Fallback.h"
 #include "aten/fallback/GenericNative.h"
-#include "trace/DispatchPath.h"
-#include "trace/Hooks.h"
+#include "trace/Seam.h"  // Note [The lab's seam]
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>

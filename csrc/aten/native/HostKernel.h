@@ -17,7 +17,7 @@
 
 #include "aten/HostView.h"
 #include "aten/native/Common.h"
-#include "trace/Hooks.h"
+#include "trace/Seam.h"  // Note [The lab's seam]
 
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/core/Tensor.h>
