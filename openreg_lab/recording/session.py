@@ -506,9 +506,10 @@ class Trace:
         return analysis.summary(self.events)
 
     def verdict(self) -> _verdict.Verdict:
-        """The answer first: the share of the traced time in CPU fallbacks, copies and casts, the
-        ops to implement first (by the time they would save) and the warnings that change how to
-        read the rest. The report, the dashboard's header and ``openreg-lab run`` lead with it."""
+        """The answer first: the share of the wall time (of the traced time with ``host=False``) in
+        CPU fallbacks, copies and casts, the ops to implement first (by the time they would save)
+        and the warnings that change how to read the rest. The report, the dashboard's header and
+        ``openreg-lab run`` lead with it."""
         return _verdict.verdict(
             self.events,
             dropped=self.dropped,
