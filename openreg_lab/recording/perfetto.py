@@ -8,7 +8,8 @@ never the events DataFrame, whose object columns cost more than the export): num
 per packet (its time, type, track, interned name and category, and its event's row for the
 arguments), and ``csrc/trace/PerfettoWriter.cpp`` writes their bytes (``_C._trace_perfetto_packets``),
 a loop numpy could only express as byte masks over stacked varint matrices (that version took
-39 s for 3M events; benchmarks/bench_export.py). Strings are interned once (event names,
+39 s for 3M events; this one 4 s of CPU, the perfetto package's TraceProtoBuilder ~50 s and the
+JSON 95 s: benchmarks/bench_export.py). Strings are interned once (event names,
 argument names and values, the categories) in the first packet of the one sequence, each distinct
 string code looked up once, so a slice costs about 80 bytes. A slice is a begin and an end packet,
 sorted so that slices nest on their track at equal timestamps (``_packet_order``). The arguments
