@@ -25,19 +25,34 @@ import pandas as pd
 INTERVAL_NS = 1_000_000
 #: The longest time between two samples, in ns.
 MAX_INTERVAL_NS = 16_000_000
+#: The longest interval a sampler starts with (carried from the process's last one).
+MAX_CARRIED_NS = 4_000_000
 #: The share of the process's CPU time the sampler may take.
 BUDGET = 0.02
 #: Samples between two checks of the budget.
-ADAPT_EVERY = 32
+ADAPT_EVERY = 8
+#: The share of a sample interval a thread may spend off a CPU and still be taken as running
+#: through it (its run-queue time is then not read: Note [The sampler's budget]).
+RUNNING_SLACK = 0.02
 
 # Note [The sampler's budget]
 # Samples are taken per wall-clock interval, the work they observe is CPU time: on a busy machine
 # (or a process that mostly waits) a fixed rate would cost a larger share of what the process
 # does. Every ADAPT_EVERY samples the sampler compares its own CPU time with the whole process's
-# and doubles its interval while it takes more than BUDGET of it, halving it back (to INTERVAL_NS)
-# when it takes less than a third. A thread whose CPU clock and run-queue time have not moved since
-# its last sample has the same stack: it is recorded without reading or walking its frames, so threads
-# that wait (a notebook's kernel threads, a loader blocked on a queue) cost one read each.
+# and, while it takes more than BUDGET of it, stretches its interval in proportion (up to
+# MAX_INTERVAL_NS), shrinking it back by half (down to INTERVAL_NS) when it takes less than a
+# third. The interval a sampler ends with is where the process's next one starts (``_carried``, at
+# most MAX_CARRIED_NS, so that a trace after a mostly idle one still sees a short function):
+# a trace around a few steps ends before 8 samples would bring a 1 ms start within the budget, and
+# a process that opens one trace after another would pay the start each time (issue 30 measured
+# the sampler alone at 1.2x the small-op training step that way). A thread whose CPU clock and
+# run-queue time have not moved since its last sample has the same stack: it is recorded without
+# reading or walking its frames, so threads that wait (a notebook's kernel threads, a loader
+# blocked on a queue) cost one read each. A thread whose CPU clock advanced by all but
+# RUNNING_SLACK of the interval ran through it: its schedstat (a /proc read, the larger part of a
+# sample of one busy thread) is not read, and the gap counts as run-queue time, so such an interval
+# never reads as waiting (Note [Host samples]).
+_carried = [INTERVAL_NS]  # the interval the process's last sampler ended with
 
 #: The columns of ``slices``: one flame slice a row (consecutive samples in one function merged).
 SLICE_COLUMNS = [
@@ -120,7 +135,8 @@ class Sampler:
         self._last: dict[int, tuple[list[tuple[int, int, int]], dict[tuple[int, int], int]]] = {}
         # OS thread id -> (its CPU clock id, its schedstat file), None where there is none
         self._stat: dict[int, tuple[int | None, int | None]] = {}
-        self._ran: dict[int, tuple[int, int, int]] = {}  # OS thread id -> (cpu, queue, node) last seen
+        # OS thread id -> (cpu, queue, node, time) when last seen
+        self._ran: dict[int, tuple[int, int, int, int]] = {}
 
     def start(self) -> None:
         # A bare thread: threading.Thread.start() would wait for it to run, and stop() does not
@@ -140,7 +156,7 @@ class Sampler:
 
     def _run(self) -> None:
         me = threading.get_ident()
-        interval = self.interval_ns
+        interval = max(self.interval_ns, min(_carried[0], MAX_CARRIED_NS))  # Note [The sampler's budget]
         cpu0, process0, n = time.thread_time_ns(), time.process_time_ns(), 0
         try:
             while not self._stopping:
@@ -155,10 +171,11 @@ class Sampler:
                     cpu, process = time.thread_time_ns(), time.process_time_ns()
                     share = (cpu - cpu0) / max(process - process0, 1)
                     if share > BUDGET:
-                        interval = min(interval * 2, MAX_INTERVAL_NS)
+                        interval = min(int(interval * share / BUDGET), MAX_INTERVAL_NS)
                     elif share < BUDGET / 3:
                         interval = max(interval // 2, self.interval_ns)
                     cpu0, process0 = cpu, process
+                    _carried[0] = interval
         finally:
             for _, fd in self._stat.values():
                 if fd is not None:
@@ -175,8 +192,8 @@ class Sampler:
             tid = getattr(t, "native_id", None)
             if tid is None:
                 continue
-            cpu, queue = self._times(ident, tid)
             last = ran.get(tid)
+            cpu, queue = self._times(ident, tid, now, last)
             if last is not None and last[0] == cpu and last[1] == queue and cpu >= 0:
                 node = last[2]  # it has not run since its last sample: same stack, no walk
             else:
@@ -186,7 +203,7 @@ class Sampler:
                 if f is None:
                     continue  # it has no Python frame (ending, or not started)
                 node = self._node_of(ident, f)
-            ran[tid] = (cpu, queue, node)
+            ran[tid] = (cpu, queue, node, now)
             self._rows.append((now, tid, node, cpu, queue))
         del frames
 
@@ -225,9 +242,13 @@ class Sampler:
             path.append((key[0], key[1], node))
         return node
 
-    def _times(self, ident: int, tid: int) -> tuple[int, int]:
+    def _times(
+        self, ident: int, tid: int, now: int, last: tuple[int, int, int, int] | None
+    ) -> tuple[int, int]:
         """The thread's ns on a CPU (its CPU clock: exact, while schedstat's count lags a running
-        thread by up to a scheduler tick) and ns waiting in the run queue (schedstat; 0 without)."""
+        thread by up to a scheduler tick) and ns waiting in the run queue (schedstat; 0 without).
+        A thread that ran through all but RUNNING_SLACK of the time since ``last`` is not read from
+        /proc: the gap is taken as run-queue time (Note [The sampler's budget])."""
         h = self._stat.get(tid)
         if h is None:
             try:
@@ -242,7 +263,13 @@ class Sampler:
         clock, fd = h
         try:
             cpu = time.clock_gettime_ns(clock) if clock is not None else -1
+            if last is not None and cpu >= 0 and last[0] >= 0:
+                gap = (now - last[3]) - (cpu - last[0])
+                if gap <= RUNNING_SLACK * (now - last[3]):
+                    return cpu, last[1] + max(gap, 0)
             queue = int(os.pread(fd, 64, 0).split()[1]) if fd is not None else 0
+            if last is not None and last[1] > queue:
+                queue = last[1]  # never below a gap taken as run-queue time: the count only grows
         except (OSError, ValueError, IndexError):
             return -1, -1  # the thread ended: its time counts as running
         return cpu, queue if cpu >= 0 else -1
