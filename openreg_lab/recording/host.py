@@ -26,9 +26,10 @@ INTERVAL_NS = 1_000_000
 #: The longest time between two samples, in ns.
 MAX_INTERVAL_NS = 16_000_000
 #: The longest interval a sampler starts with (carried from the process's last one).
-MAX_CARRIED_NS = 4_000_000
-#: The share of the process's CPU time the sampler may take.
-BUDGET = 0.02
+MAX_CARRIED_NS = 6_000_000
+#: The share of the process's CPU time the sampler's thread may take (each sample costs the
+#: sampled thread about as much again: Note [The sampler's budget]).
+BUDGET = 0.01
 #: Samples between two checks of the budget.
 ADAPT_EVERY = 8
 #: The share of a sample interval a thread may spend off a CPU and still be taken as running
@@ -39,9 +40,15 @@ RUNNING_SLACK = 0.02
 # Samples are taken per wall-clock interval, the work they observe is CPU time: on a busy machine
 # (or a process that mostly waits) a fixed rate would cost a larger share of what the process
 # does. Every ADAPT_EVERY samples the sampler compares its own CPU time with the whole process's
-# and, while it takes more than BUDGET of it, stretches its interval in proportion (up to
-# MAX_INTERVAL_NS), shrinking it back by half (down to INTERVAL_NS) when it takes less than a
-# third. The interval a sampler ends with is where the process's next one starts (``_carried``, at
+# and scales its interval by its share over BUDGET (at most 4x longer or 2x shorter a check, not
+# for a share within 20% of the budget; between INTERVAL_NS and MAX_INTERVAL_NS), never longer
+# while the sampled threads mostly waited (ran or sat in the run queue less than half the time: a
+# sleeping loader costs no one its samples, and the Python after it is sampled finely). BUDGET counts
+# the sampler's own CPU time only; each sample also costs the thread it
+# samples about as much (it gives up the GIL and takes it back: two context switches and cold
+# caches), so 1% of the sampler's own is about 2-3% of the step (benchmarks/bench_trace.py host;
+# at 2% the sampler alone cost 4-5% of the small-op training step).
+# The interval a sampler ends with is where the process's next one starts (``_carried``, at
 # most MAX_CARRIED_NS, so that a trace after a mostly idle one still sees a short function):
 # a trace around a few steps ends before 8 samples would bring a 1 ms start within the budget, and
 # a process that opens one trace after another would pay the start each time (issue 30 measured
@@ -158,6 +165,7 @@ class Sampler:
         me = threading.get_ident()
         interval = max(self.interval_ns, min(_carried[0], MAX_CARRIED_NS))  # Note [The sampler's budget]
         cpu0, process0, n = time.thread_time_ns(), time.process_time_ns(), 0
+        wall0, busy0 = time.monotonic_ns(), -1  # -1: the threads' times are not read yet
         try:
             while not self._stopping:
                 # time.sleep, not an Event: waking takes the GIL once (an Event's wait takes it
@@ -170,11 +178,14 @@ class Sampler:
                 if n % ADAPT_EVERY == 0:  # Note [The sampler's budget]
                     cpu, process = time.thread_time_ns(), time.process_time_ns()
                     share = (cpu - cpu0) / max(process - process0, 1)
-                    if share > BUDGET:
-                        interval = min(int(interval * share / BUDGET), MAX_INTERVAL_NS)
-                    elif share < BUDGET / 3:
-                        interval = max(interval // 2, self.interval_ns)
-                    cpu0, process0 = cpu, process
+                    factor = min(max(share / BUDGET, 0.5), 4.0)
+                    wall = time.monotonic_ns()
+                    busy = sum(max(r[0], 0) + max(r[1], 0) for r in self._ran.values())
+                    if busy0 < 0 or (busy - busy0) * 2 < wall - wall0:
+                        factor = min(factor, 1.0)  # the sampled threads mostly waited: no one paid
+                    if not 0.8 < factor < 1.25:
+                        interval = min(max(int(interval * factor), self.interval_ns), MAX_INTERVAL_NS)
+                    cpu0, process0, wall0, busy0 = cpu, process, wall, busy
                     _carried[0] = interval
         finally:
             for _, fd in self._stat.values():
