@@ -1,9 +1,10 @@
 """Host time: the Python the traced threads run between and around device ops, sampled.
 
 While a trace is open (``trace(host=True)``, the default), a daemon thread samples every Python
-thread's stack each millisecond and reads how long the thread ran on a CPU since the last sample
-(Note [Host samples]). ``Samples`` is what a trace keeps and saves; ``intervals``, ``slices`` and
-``per_function`` turn it into tables (the timeline's Python lane, ``Trace.host()``, the verdict).
+thread's stack every 1 to 16 ms (Note [The sampler's budget]) and reads how long the thread ran on
+a CPU since the last sample (Note [Host samples]). ``Samples`` is what a trace keeps and saves;
+``intervals``, ``slices`` and ``per_function`` turn it into tables (the timeline's Python lane,
+``Trace.host()``, the verdict).
 """
 
 from __future__ import annotations

@@ -180,8 +180,9 @@ def trace(
             ``openreg_lab.step()`` (``openreg_lab.recording.steps``). What was not recorded is
             said by ``Trace.skipped``, the report and ``openreg-lab run``; a block that ends
             before the first chosen step records nothing and warns.
-        host: also sample the Python the traced threads run, each millisecond (Note [Host samples]
-            in ``recording/host.py``): ``Trace.host()`` and ``Trace.host_events``, the Python lane of
+        host: also sample the Python the traced threads run, every 1 to 16 ms within a CPU budget
+            (Note [Host samples] in ``recording/host.py``): ``Trace.host()`` and
+            ``Trace.host_events``, the Python lane of
             the timeline, and the host Python and waiting the verdict splits the wall time into.
             ``host=False`` records no host samples.
 
