@@ -51,6 +51,7 @@ RUNNING_SLACK = 0.02
 # at 2% the sampler alone cost 4-5% of the small-op training step).
 # The interval a sampler ends with is where the process's next one starts (``_carried``, at
 # most MAX_CARRIED_NS, so that a trace after a mostly idle one still sees a short function):
+# a sampler that ends between two checks still sets it from its last samples (two at least), for
 # a trace around a few steps ends before 8 samples would bring a 1 ms start within the budget, and
 # a process that opens one trace after another would pay the start each time (issue 30 measured
 # the sampler alone at 1.2x the small-op training step that way). A thread whose CPU clock and
@@ -137,6 +138,9 @@ class Sampler:
     def __init__(self, interval_ns: int = INTERVAL_NS) -> None:
         self.interval_ns = interval_ns
         self._stopping = False
+        #: The sampler thread's own CPU time (ns), set when the thread ends (its next wake-up
+        #: after ``stop``); -1 until then. For benchmarks/bench_trace.py's share of the budget.
+        self.own_cpu_ns = -1
         self._rows: list[tuple[int, int, int, int, int]] = []
         self._nodes: dict[tuple[int, int, int], int] = {}
         self._node_list: list[tuple[int, CodeType, int]] = []
@@ -165,8 +169,8 @@ class Sampler:
     def _run(self) -> None:
         me = threading.get_ident()
         interval = max(self.interval_ns, min(_carried[0], MAX_CARRIED_NS))  # Note [The sampler's budget]
-        cpu0, process0, n = time.thread_time_ns(), time.process_time_ns(), 0
-        wall0, busy0 = time.monotonic_ns(), -1  # -1: the threads' times are not read yet
+        window = (time.thread_time_ns(), time.process_time_ns(), time.monotonic_ns(), -1)
+        n = 0
         try:
             while not self._stopping:
                 # time.sleep, not an Event: waking takes the GIL once (an Event's wait takes it
@@ -176,22 +180,39 @@ class Sampler:
                     return
                 self._sample(me)
                 n += 1
+                if n == 1:  # the sampled threads' times are known from the first sample on
+                    window = (window[0], window[1], time.monotonic_ns(), self._busy())
                 if n % ADAPT_EVERY == 0:  # Note [The sampler's budget]
-                    cpu, process = time.thread_time_ns(), time.process_time_ns()
-                    share = (cpu - cpu0) / max(process - process0, 1)
-                    factor = min(max(share / BUDGET, 0.5), 4.0)
-                    wall = time.monotonic_ns()
-                    busy = sum(max(r[0], 0) + max(r[1], 0) for r in self._ran.values())
-                    if busy0 < 0 or (busy - busy0) * 2 < wall - wall0:
-                        factor = min(factor, 1.0)  # the sampled threads mostly waited: no one paid
-                    if not 0.8 < factor < 1.25:
-                        interval = min(max(int(interval * factor), self.interval_ns), MAX_INTERVAL_NS)
-                    cpu0, process0, wall0, busy0 = cpu, process, wall, busy
+                    interval, window = self._adapt(interval, window)
                     _carried[0] = interval
         finally:
+            if n % ADAPT_EVERY >= 2:  # a short trace: its samples still set the next one's start
+                _carried[0] = self._adapt(interval, window)[0]
+            self.own_cpu_ns = time.thread_time_ns()
             for _, fd in self._stat.values():
                 if fd is not None:
                     os.close(fd)
+
+    def _busy(self) -> int:
+        """The sampled threads' ns running or in the run queue, summed, as of their last samples."""
+        return sum(max(r[0], 0) + max(r[1], 0) for r in self._ran.values())
+
+    def _adapt(
+        self, interval: int, window: tuple[int, int, int, int]
+    ) -> tuple[int, tuple[int, int, int, int]]:
+        """The next interval, from this thread's share of the process's CPU time since ``window``
+        (thread CPU, process CPU, wall, the sampled threads' busy time; -1: not read yet), and the
+        next window (Note [The sampler's budget])."""
+        cpu0, process0, wall0, busy0 = window
+        cpu, process, wall = time.thread_time_ns(), time.process_time_ns(), time.monotonic_ns()
+        share = (cpu - cpu0) / max(process - process0, 1)
+        factor = min(max(share / BUDGET, 0.5), 4.0)
+        busy = self._busy()
+        if busy0 < 0 or (busy - busy0) * 2 < wall - wall0:
+            factor = min(factor, 1.0)  # the sampled threads mostly waited: no one paid
+        if not 0.8 < factor < 1.25:
+            interval = min(max(int(interval * factor), self.interval_ns), MAX_INTERVAL_NS)
+        return interval, (cpu, process, wall, busy)
 
     def _sample(self, me: int) -> None:
         now = time.monotonic_ns()
