@@ -70,6 +70,8 @@ CHROME_CNAMES: dict[str, str] = {
     "compile": "startup",
     "collective": "thread_state_running",
     "collective wait": "thread_state_iowait",
+    "host": "generic_work",  # a sampled Python function (the Python lane)
+    "host wait": "thread_state_sleeping",  # one that waited through most of its slice
 }
 
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"

@@ -10,9 +10,11 @@
 #include "trace/Hooks.h"
 #include "trace/Intern.h"
 #include "trace/OpObserver.h"
+#include "trace/PerfettoWriter.h"
 #include "trace/Recorder.h"
 
 #include <frameobject.h>
+#include <pybind11/numpy.h>
 #include <torch/csrc/Exceptions.h>
 
 #include <string>
@@ -145,6 +147,40 @@ py::dict close(uint64_t id) {
   return out;
 }
 
+using Column = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+
+// perfetto.py's packets (csrc/trace/PerfettoWriter.h): one int64 column per
+// field, `arguments` a list of (name iid, is an interned string, values per
+// event row, the row of the first value).
+py::bytes perfetto_packets(const Column& timestamp, const Column& type, const Column& track,
+                           const Column& name_iid, const Column& category_iid,
+                           const Column& counter, const Column& event, const py::list& arguments,
+                           uint64_t sequence_id) {
+  const auto count = static_cast<size_t>(timestamp.size());
+  for (const Column* c : {&type, &track, &name_iid, &category_iid, &counter, &event}) {
+    TORCH_CHECK(static_cast<size_t>(c->size()) == count,
+                "_trace_perfetto_packets: every packet column needs one value a packet");
+  }
+  std::vector<Column> keep;  // the argument columns, alive while the writer reads them
+  std::vector<trace::PerfettoArgument> args;
+  for (const auto& item : arguments) {
+    auto t = item.cast<py::tuple>();
+    keep.push_back(t[2].cast<Column>());
+    args.push_back({t[0].cast<uint64_t>(), t[1].cast<bool>(), keep.back().data(),
+                    t[3].cast<int64_t>(), static_cast<int64_t>(keep.back().size())});
+  }
+  const int64_t* rows = event.data();
+  const trace::PerfettoPackets packets{
+      count,           timestamp.data(),    type.data(),    track.data(),
+      name_iid.data(), category_iid.data(), counter.data(), rows};
+  std::string out;
+  {
+    py::gil_scoped_release no_gil;
+    out = trace::perfetto_packets(packets, args, sequence_id);
+  }
+  return py::bytes(out);
+}
+
 }  // namespace
 
 void bind_trace(py::module_& m) {
@@ -187,6 +223,9 @@ void bind_trace(py::module_& m) {
   m.def("_trace_compile", &trace::record_compile, py::arg("name"), py::arg("reason"),
         py::arg("start_ns"));
   m.def("_trace_now_ns", &trace::now_ns);
+  m.def("_trace_perfetto_packets", &perfetto_packets, py::arg("timestamp"), py::arg("type"),
+        py::arg("track"), py::arg("name_iid"), py::arg("category_iid"), py::arg("counter"),
+        py::arg("event"), py::arg("arguments"), py::arg("sequence_id"));
   m.def("_trace_bench_empty_callbacks", &trace::set_empty_callbacks, py::arg("empty"));
   m.def("_trace_bench_no_op_observer", &trace::set_no_op_observer, py::arg("off"));
   m.def("_trace_op_observer_installed", &trace::op_observer_installed);

@@ -15,15 +15,23 @@ import pandas as pd
 from openreg_lab import theme
 from openreg_lab.recording import _atomic
 
-# Tracks of the Chrome trace: ops on their thread's track, copies, casts and memory on their own.
+# Tracks of the Chrome trace: ops on their thread's track, copies, casts and memory on their own,
+# the sampled Python of each thread (host slices) on a lane of its own.
 _COPY_TRACK = 1_000_000
 _CAST_TRACK = 1_000_001
+_PYTHON_TRACK = 2_000_000
 
 
-def write(path: str | os.PathLike[str], ev: pd.DataFrame, threads: dict[int, int]) -> None:
+def write(
+    path: str | os.PathLike[str],
+    ev: pd.DataFrame,
+    threads: dict[int, int],
+    host: pd.DataFrame | None = None,
+) -> None:
     """Write the events ``ev`` (``Trace.events``) in the Trace Event format (JSON).
 
-    ``threads`` maps the trace's thread indices to OS thread ids (``Trace.columns.threads``).
+    ``threads`` maps the trace's thread indices to OS thread ids (``Trace.columns.threads``);
+    ``host`` (``Trace.host_events``) adds the sampled Python of each thread as a lane of its own.
 
     Ops, backward nodes and fallbacks are complete ("X") events on their thread's track; copies
     and casts have a track each; device memory is a counter per device. Each event's ``args`` carry
@@ -68,9 +76,34 @@ def write(path: str | os.PathLike[str], ev: pd.DataFrame, threads: dict[int, int
             {"name": row.name, "cat": row.kind, "ph": "X", "ts": ts, "dur": max(row.dur_ns, 0) / 1000.0,
              "pid": pid, "tid": tid, "args": args, **({"cname": colour} if colour else {})}
         )  # fmt: skip
+    if host is not None and len(host):
+        out += _host_events(host, threads, pid)
     with _atomic.replacing(path, "w", encoding="utf-8") as f:
         # Strict JSON (no NaN / Infinity): Perfetto and chrome://tracing reject anything else.
         json.dump({"traceEvents": out, "displayTimeUnit": "ns"}, f, allow_nan=False)
+
+
+def _host_events(host: pd.DataFrame, threads: dict[int, int], pid: int) -> list[dict[str, Any]]:
+    """The host slices as complete events on a Python lane per OS thread, named after its thread."""
+    index = {int(os_id): int(i) for i, os_id in threads.items()}
+    lanes: dict[int, int] = {}
+    out: list[dict[str, Any]] = []
+    for i, os_thread in enumerate(sorted({int(t) for t in host["os_thread"]})):
+        lanes[os_thread] = _PYTHON_TRACK + i
+        thread = index.get(os_thread)
+        label = f"Python (tid {os_thread})" if thread is None else f"Python (openreg thread {thread})"
+        out.append(_meta(pid, _PYTHON_TRACK + i, label))
+    for row in host.itertuples(index=False):
+        waiting = row.wait_ns * 2 > row.dur_ns
+        args: dict[str, Any] = {"source": f"{row.file}:{row.line}"}
+        if row.wait_ns > 0:
+            args["wait_ns"] = int(row.wait_ns)
+        out.append(
+            {"name": row.function, "cat": "host", "ph": "X", "ts": row.start_ns / 1000.0,
+             "dur": max(int(row.dur_ns), 0) / 1000.0, "pid": pid, "tid": lanes[int(row.os_thread)],
+             "args": args, "cname": theme.CHROME_CNAMES["host wait" if waiting else "host"]}
+        )  # fmt: skip
+    return out
 
 
 def _meta(pid: int, tid: int, name: str) -> dict[str, Any]:

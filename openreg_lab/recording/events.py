@@ -149,3 +149,33 @@ def decode_shapes(pool: np.ndarray, offset: int) -> tuple[list[list[int]], list[
         dtypes.append(dtype_name(dtype))
         i += 2 + ndim
     return shapes, dtypes
+
+
+def inherit(values: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Give events without a value (0) their nearest ancestor's value (the ``source`` column)."""
+    out = values.copy()
+    while True:
+        take = (out == 0) & (parent >= 0)
+        take &= out[np.maximum(parent, 0)] != 0
+        if not take.any():
+            return out
+        out[take] = out[parent[take]]
+
+
+def compiled_codes(f: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The string codes of ``fused``, ``graph`` and ``reason`` per event (0: none; Note [Compiled
+    code in the trace] in csrc/trace/Compiled.h).
+
+    A ``compiled`` event is a compiled graph's call (no fused ops) or a generated kernel inside
+    one: ``graph`` names the graph of both. A ``compile`` event's ``reason`` is Dynamo's.
+    """
+    kind, parent, text = f["kind"], f["parent"], f["dispatch"].astype(np.int64)
+    compiled = kind == KINDS.index("compiled")
+    is_kernel = compiled & (text > 0)
+    graph = np.where(compiled, f["name"].astype(np.int64), 0)
+    inner = is_kernel & (parent >= 0)
+    inner &= compiled[np.maximum(parent, 0)]
+    graph[inner] = graph[parent[inner]]
+    graph[is_kernel & ~inner] = 0
+    is_compile = (kind == KINDS.index("compile")) & (text > 0)
+    return {"fused": np.where(is_kernel, text, 0), "graph": graph, "reason": np.where(is_compile, text, 0)}

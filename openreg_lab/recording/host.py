@@ -1,9 +1,10 @@
 """Host time: the Python the traced threads run between and around device ops, sampled.
 
 While a trace is open (``trace(host=True)``, the default), a daemon thread samples every Python
-thread's stack each millisecond and reads how long the thread ran on a CPU since the last sample
-(Note [Host samples]). ``Samples`` is what a trace keeps and saves; ``intervals``, ``slices`` and
-``per_function`` turn it into tables (the timeline's Python lane, ``Trace.host()``, the verdict).
+thread's stack every 1 to 16 ms (Note [The sampler's budget]) and reads how long the thread ran on
+a CPU since the last sample (Note [Host samples]). ``Samples`` is what a trace keeps and saves;
+``intervals``, ``slices`` and ``per_function`` turn it into tables (the timeline's Python lane,
+``Trace.host()``, the verdict).
 """
 
 from __future__ import annotations
@@ -25,19 +26,42 @@ import pandas as pd
 INTERVAL_NS = 1_000_000
 #: The longest time between two samples, in ns.
 MAX_INTERVAL_NS = 16_000_000
-#: The share of the process's CPU time the sampler may take.
-BUDGET = 0.02
+#: The longest interval a sampler starts with (carried from the process's last one).
+MAX_CARRIED_NS = 6_000_000
+#: The share of the process's CPU time the sampler's thread may take (each sample costs the
+#: sampled thread about as much again: Note [The sampler's budget]).
+BUDGET = 0.01
 #: Samples between two checks of the budget.
-ADAPT_EVERY = 32
+ADAPT_EVERY = 8
+#: The share of a sample interval a thread may spend off a CPU and still be taken as running
+#: through it (its run-queue time is then not read: Note [The sampler's budget]).
+RUNNING_SLACK = 0.02
 
 # Note [The sampler's budget]
 # Samples are taken per wall-clock interval, the work they observe is CPU time: on a busy machine
 # (or a process that mostly waits) a fixed rate would cost a larger share of what the process
 # does. Every ADAPT_EVERY samples the sampler compares its own CPU time with the whole process's
-# and doubles its interval while it takes more than BUDGET of it, halving it back (to INTERVAL_NS)
-# when it takes less than a third. A thread whose CPU clock and run-queue time have not moved since
-# its last sample has the same stack: it is recorded without reading or walking its frames, so threads
-# that wait (a notebook's kernel threads, a loader blocked on a queue) cost one read each.
+# and scales its interval by its share over BUDGET (at most 4x longer or 2x shorter a check, not
+# for a share within 20% of the budget; between INTERVAL_NS and MAX_INTERVAL_NS), never longer
+# while the sampled threads mostly waited (ran or sat in the run queue less than half the time: a
+# sleeping loader costs no one its samples, and the Python after it is sampled finely). BUDGET counts
+# the sampler's own CPU time only; each sample also costs the thread it
+# samples about as much (it gives up the GIL and takes it back: two context switches and cold
+# caches), so 1% of the sampler's own is about 2-3% of the step (benchmarks/bench_trace.py host;
+# at 2% the sampler alone cost 4-5% of the small-op training step).
+# The interval a sampler ends with is where the process's next one starts (``_carried``, at
+# most MAX_CARRIED_NS, so that a trace after a mostly idle one still sees a short function):
+# a sampler that ends between two checks still sets it from its last samples (two at least), for
+# a trace around a few steps ends before 8 samples would bring a 1 ms start within the budget, and
+# a process that opens one trace after another would pay the start each time (issue 30 measured
+# the sampler alone at 1.2x the small-op training step that way). A thread whose CPU clock and
+# run-queue time have not moved since its last sample has the same stack: it is recorded without
+# reading or walking its frames, so threads that wait (a notebook's kernel threads, a loader
+# blocked on a queue) cost one read each. A thread whose CPU clock advanced by all but
+# RUNNING_SLACK of the interval ran through it: its schedstat (a /proc read, the larger part of a
+# sample of one busy thread) is not read, and the gap counts as run-queue time, so such an interval
+# never reads as waiting (Note [Host samples]).
+_carried = [INTERVAL_NS]  # the interval the process's last sampler ended with
 
 #: The columns of ``slices``: one flame slice a row (consecutive samples in one function merged).
 SLICE_COLUMNS = [
@@ -114,13 +138,17 @@ class Sampler:
     def __init__(self, interval_ns: int = INTERVAL_NS) -> None:
         self.interval_ns = interval_ns
         self._stopping = False
+        #: The sampler thread's own CPU time (ns), set when the thread ends (its next wake-up
+        #: after ``stop``); -1 until then. For benchmarks/bench_trace.py's share of the budget.
+        self.own_cpu_ns = -1
         self._rows: list[tuple[int, int, int, int, int]] = []
         self._nodes: dict[tuple[int, int, int], int] = {}
         self._node_list: list[tuple[int, CodeType, int]] = []
         self._last: dict[int, tuple[list[tuple[int, int, int]], dict[tuple[int, int], int]]] = {}
         # OS thread id -> (its CPU clock id, its schedstat file), None where there is none
         self._stat: dict[int, tuple[int | None, int | None]] = {}
-        self._ran: dict[int, tuple[int, int, int]] = {}  # OS thread id -> (cpu, queue, node) last seen
+        # OS thread id -> (cpu, queue, node, time) when last seen
+        self._ran: dict[int, tuple[int, int, int, int]] = {}
 
     def start(self) -> None:
         # A bare thread: threading.Thread.start() would wait for it to run, and stop() does not
@@ -140,8 +168,9 @@ class Sampler:
 
     def _run(self) -> None:
         me = threading.get_ident()
-        interval = self.interval_ns
-        cpu0, process0, n = time.thread_time_ns(), time.process_time_ns(), 0
+        interval = max(self.interval_ns, min(_carried[0], MAX_CARRIED_NS))  # Note [The sampler's budget]
+        window = (time.thread_time_ns(), time.process_time_ns(), time.monotonic_ns(), -1)
+        n = 0
         try:
             while not self._stopping:
                 # time.sleep, not an Event: waking takes the GIL once (an Event's wait takes it
@@ -151,18 +180,39 @@ class Sampler:
                     return
                 self._sample(me)
                 n += 1
+                if n == 1:  # the sampled threads' times are known from the first sample on
+                    window = (window[0], window[1], time.monotonic_ns(), self._busy())
                 if n % ADAPT_EVERY == 0:  # Note [The sampler's budget]
-                    cpu, process = time.thread_time_ns(), time.process_time_ns()
-                    share = (cpu - cpu0) / max(process - process0, 1)
-                    if share > BUDGET:
-                        interval = min(interval * 2, MAX_INTERVAL_NS)
-                    elif share < BUDGET / 3:
-                        interval = max(interval // 2, self.interval_ns)
-                    cpu0, process0 = cpu, process
+                    interval, window = self._adapt(interval, window)
+                    _carried[0] = interval
         finally:
+            if n % ADAPT_EVERY >= 2:  # a short trace: its samples still set the next one's start
+                _carried[0] = self._adapt(interval, window)[0]
+            self.own_cpu_ns = time.thread_time_ns()
             for _, fd in self._stat.values():
                 if fd is not None:
                     os.close(fd)
+
+    def _busy(self) -> int:
+        """The sampled threads' ns running or in the run queue, summed, as of their last samples."""
+        return sum(max(r[0], 0) + max(r[1], 0) for r in self._ran.values())
+
+    def _adapt(
+        self, interval: int, window: tuple[int, int, int, int]
+    ) -> tuple[int, tuple[int, int, int, int]]:
+        """The next interval, from this thread's share of the process's CPU time since ``window``
+        (thread CPU, process CPU, wall, the sampled threads' busy time; -1: not read yet), and the
+        next window (Note [The sampler's budget])."""
+        cpu0, process0, wall0, busy0 = window
+        cpu, process, wall = time.thread_time_ns(), time.process_time_ns(), time.monotonic_ns()
+        share = (cpu - cpu0) / max(process - process0, 1)
+        factor = min(max(share / BUDGET, 0.5), 4.0)
+        busy = self._busy()
+        if busy0 < 0 or (busy - busy0) * 2 < wall - wall0:
+            factor = min(factor, 1.0)  # the sampled threads mostly waited: no one paid
+        if not 0.8 < factor < 1.25:
+            interval = min(max(int(interval * factor), self.interval_ns), MAX_INTERVAL_NS)
+        return interval, (cpu, process, wall, busy)
 
     def _sample(self, me: int) -> None:
         now = time.monotonic_ns()
@@ -175,8 +225,8 @@ class Sampler:
             tid = getattr(t, "native_id", None)
             if tid is None:
                 continue
-            cpu, queue = self._times(ident, tid)
             last = ran.get(tid)
+            cpu, queue = self._times(ident, tid, now, last)
             if last is not None and last[0] == cpu and last[1] == queue and cpu >= 0:
                 node = last[2]  # it has not run since its last sample: same stack, no walk
             else:
@@ -186,7 +236,7 @@ class Sampler:
                 if f is None:
                     continue  # it has no Python frame (ending, or not started)
                 node = self._node_of(ident, f)
-            ran[tid] = (cpu, queue, node)
+            ran[tid] = (cpu, queue, node, now)
             self._rows.append((now, tid, node, cpu, queue))
         del frames
 
@@ -225,9 +275,13 @@ class Sampler:
             path.append((key[0], key[1], node))
         return node
 
-    def _times(self, ident: int, tid: int) -> tuple[int, int]:
+    def _times(
+        self, ident: int, tid: int, now: int, last: tuple[int, int, int, int] | None
+    ) -> tuple[int, int]:
         """The thread's ns on a CPU (its CPU clock: exact, while schedstat's count lags a running
-        thread by up to a scheduler tick) and ns waiting in the run queue (schedstat; 0 without)."""
+        thread by up to a scheduler tick) and ns waiting in the run queue (schedstat; 0 without).
+        A thread that ran through all but RUNNING_SLACK of the time since ``last`` is not read from
+        /proc: the gap is taken as run-queue time (Note [The sampler's budget])."""
         h = self._stat.get(tid)
         if h is None:
             try:
@@ -242,7 +296,13 @@ class Sampler:
         clock, fd = h
         try:
             cpu = time.clock_gettime_ns(clock) if clock is not None else -1
+            if last is not None and cpu >= 0 and last[0] >= 0:
+                gap = (now - last[3]) - (cpu - last[0])
+                if gap <= RUNNING_SLACK * (now - last[3]):
+                    return cpu, last[1] + max(gap, 0)
             queue = int(os.pread(fd, 64, 0).split()[1]) if fd is not None else 0
+            if last is not None and last[1] > queue:
+                queue = last[1]  # never below a gap taken as run-queue time: the count only grows
         except (OSError, ValueError, IndexError):
             return -1, -1  # the thread ended: its time counts as running
         return cpu, queue if cpu >= 0 else -1

@@ -3,102 +3,63 @@
 Note [Perfetto's protobuf, written in columns]
 The Chrome JSON export (``chrome.py``) builds one dict per event: 3M events took 63 s and made an
 807 MB file. This one writes Perfetto's ``Trace`` message (TracePacket / TrackEvent, the format
-the Perfetto UI and trace processor read natively) from the event columns with numpy: every
-packet is a row of fields, each field a byte matrix with a length per row (0: absent); a row's
-bytes are its fields' first ``length`` bytes, so a whole chunk of packets is one boolean mask over
-the stacked matrices. Strings are interned once (event names, argument names and values, the
-categories) in the first packet of the one sequence, so a slice costs about 80 bytes. A slice is a
-begin and an end packet, sorted so that slices nest on their track at equal timestamps.
+the Perfetto UI and trace processor read natively) from the recorder's columns (``Trace.columns``,
+never the events DataFrame, whose object columns cost more than the export): numpy makes one row
+per packet (its time, type, track, interned name and category, and its event's row for the
+arguments), and ``csrc/trace/PerfettoWriter.cpp`` writes their bytes (``_C._trace_perfetto_packets``),
+a loop numpy could only express as byte masks over stacked varint matrices (that version took
+39 s for 3M events; this one 4 s of CPU, the perfetto package's TraceProtoBuilder ~50 s and the
+JSON 95 s: benchmarks/bench_export.py). Strings are interned once (event names,
+argument names and values, the categories) in the first packet of the one sequence, each distinct
+string code looked up once, so a slice costs about 80 bytes. A slice is a begin and an end packet,
+sorted so that slices nest on their track at equal timestamps (``_packet_order``). The arguments
+are those of ``Trace.events``' columns, derived from the same codes (``events.inherit``,
+``events.compiled_codes``); tests/test_trace_perfetto.py reads every one back against it.
 
 Tracks are those of the Chrome export: ops, backward nodes, fallbacks, compiled code and
 collectives on their thread's track, copies and casts on a track each, device memory a counter per
 device, marks and step ends instants. Each slice's category is its theme key (``native``,
 ``fallback``, ``H2D``, ... the keys of ``theme.CHROME_CNAMES``): Perfetto colours slices by name,
-so the category and the ``colour`` argument carry the theme. Strings are written as UTF-8 (a
-lone surrogate becomes U+FFFD); protobuf needs no escaping.
+so the category and the ``colour`` argument carry the theme. The host slices (``Trace.host_events``)
+are a Python lane per thread under its thread's track, with their ``file:line``. Strings are
+written as UTF-8 (a lone surrogate becomes U+FFFD); protobuf needs no escaping.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
-from openreg_lab import theme
+from openreg_lab import _C, theme
 from openreg_lab.recording import _atomic
+from openreg_lab.recording import events as _events
+from openreg_lab.recording.events import Columns
 
 #: File name endings that select this format in ``Trace.export_chrome_trace``.
 SUFFIXES = (".pftrace", ".perfetto-trace", ".pb")
 
 _SEQUENCE = 1  # trusted_packet_sequence_id of every packet
 _PROCESS_TRACK, _COPY_TRACK, _CAST_TRACK, _MEMORY_TRACK, _THREAD_TRACK = 1, 2, 3, 16, 1024
+_PYTHON_TRACK = 1 << 20  # the Python lanes (host samples), one per OS thread
 _BEGIN, _END, _INSTANT, _COUNTER = 1, 2, 3, 4  # TrackEvent.Type
 _CLEARED, _NEEDS_STATE = 1, 2  # TracePacket.SequenceFlags
 _SLICE_KINDS = ("op", "backward", "fallback", "compiled", "compile", "collective", "copy", "cast")
 _STRING_ARGS = ("kernel", "dispatch", "device", "src", "dst", "from_dtype", "to_dtype", "source",
                 "argument", "fused", "graph", "reason", "shapes", "dtypes")  # fmt: skip
-_CHUNK = 1 << 19  # packets encoded at once (bounds the memory of the byte matrices)
-
-Field = tuple[np.ndarray, np.ndarray]  # (rows x width uint8 bytes, length per row)
+_CHUNK = 1 << 19  # packets encoded at once (bounds the memory of the bytes in flight)
 
 
-def _varint(values: np.ndarray) -> Field:
-    """The protobuf varints of ``values`` (non-negative integers)."""
-    v = np.asarray(values).astype(np.uint64)
-    columns = []
-    lengths = np.ones(len(v), np.int64)
-    for _ in range(10):
-        low = (v & np.uint64(0x7F)).astype(np.uint8)
-        v = v >> np.uint64(7)
-        more = v != 0
-        columns.append(low | (more.astype(np.uint8) << 7))
-        lengths += more
-        if not more.any():
-            break
-    return np.stack(columns, axis=1), lengths
-
-
-def _tag(number: int, wire: int) -> bytes:
-    key, out = (number << 3) | wire, bytearray()
+def _varint(value: int) -> bytes:
+    """The protobuf varint of a non-negative ``value``."""
+    out = bytearray()
     while True:
-        out.append((key & 0x7F) | (0x80 if key > 0x7F else 0))
-        key >>= 7
-        if not key:
+        out.append((value & 0x7F) | (0x80 if value > 0x7F else 0))
+        value >>= 7
+        if not value:
             return bytes(out)
-
-
-def _const(data: bytes, n: int, present: np.ndarray | None = None) -> Field:
-    matrix = np.broadcast_to(np.frombuffer(data, np.uint8), (n, len(data)))
-    lengths = np.full(n, len(data), np.int64)
-    return matrix, lengths if present is None else np.where(present, lengths, 0)
-
-
-def _scalar(number: int, values: np.ndarray, present: np.ndarray | None = None) -> list[Field]:
-    """A varint field: its tag and value, absent where ``present`` is False."""
-    n = len(values)
-    tag = _const(_tag(number, 0), n, present)
-    value = _varint(values)
-    return [tag, value if present is None else (value[0], np.where(present, value[1], 0))]
-
-
-def _nested(number: int, fields: list[Field], present: np.ndarray | None = None) -> list[Field]:
-    """A length-delimited field holding ``fields`` (already absent where ``present`` is False)."""
-    n = len(fields[0][1])
-    size = fields[0][1].copy()
-    for _, length in fields[1:]:
-        size += length
-    tag = _const(_tag(number, 2), n, present)
-    matrix, length = _varint(size)
-    return [tag, (matrix, length if present is None else np.where(present, length, 0)), *fields]
-
-
-def _bytes(fields: list[Field]) -> bytes:
-    """The rows' bytes, one after the other: each field's first ``length`` bytes, in order."""
-    matrix = np.concatenate([np.ascontiguousarray(m) for m, _ in fields], axis=1)
-    mask = np.concatenate([np.arange(m.shape[1]) < ln[:, None] for m, ln in fields], axis=1)
-    return matrix[mask].tobytes()
 
 
 def _message(fields: Iterable[tuple[int, object]]) -> bytes:
@@ -106,13 +67,11 @@ def _message(fields: Iterable[tuple[int, object]]) -> bytes:
     out = bytearray()
     for number, value in fields:
         if isinstance(value, int):
-            matrix, length = _varint(np.array([value]))
-            out += _tag(number, 0) + matrix[0, : length[0]].tobytes()
+            out += _varint(number << 3) + _varint(value)
             continue
         data = value.encode("utf-8", "replace") if isinstance(value, str) else value
         assert isinstance(data, bytes)
-        size = _varint(np.array([len(data)]))
-        out += _tag(number, 2) + size[0][0][: size[1][0]].tobytes() + data
+        out += _varint((number << 3) | 2) + _varint(len(data)) + data
     return bytes(out)
 
 
@@ -126,13 +85,14 @@ class _Interned:
     def __init__(self) -> None:
         self.tables: dict[int, dict[str, int]] = {}
 
-    def ids(self, field: int, values: Sequence[object]) -> tuple[np.ndarray, np.ndarray]:
-        """Ids of ``values`` (a missing value: id 0, present False)."""
+    def ids(self, field: int, values: pd.Series | np.ndarray | Sequence[object]) -> np.ndarray:
+        """Ids of ``values`` (int64; a missing value: -1). Each distinct value is looked up once."""
         table = self.tables.setdefault(field, {})
-        codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
-        mapping = np.array([table.setdefault(str(u), len(table) + 1) for u in uniques] + [0], np.int64)
-        ids = mapping[codes]  # code -1 (missing) takes the trailing 0
-        return ids, codes >= 0
+        if isinstance(values, list | tuple):
+            values = np.array(values, dtype=object)
+        codes, uniques = pd.factorize(values, use_na_sentinel=True)
+        mapping = np.array([table.setdefault(str(u), len(table) + 1) for u in uniques] + [-1], np.int64)
+        return mapping[codes]  # code -1 (missing) takes the trailing -1
 
     def one(self, field: int, value: str) -> int:
         table = self.tables.setdefault(field, {})
@@ -148,172 +108,251 @@ class _Interned:
 
 
 _NAMES, _CATEGORIES, _ARG_NAMES, _ARG_STRINGS = 2, 1, 3, 29  # InternedData fields
+# (name iid, an interned string?, value per row from the first row on (-1: absent), the first row)
+Argument = tuple[int, bool, np.ndarray, int]
 
 
-def _theme_keys(ev: pd.DataFrame) -> np.ndarray:
-    """Each event's theme key (the ``theme.CHROME_CNAMES`` key the Chrome export colours it by)."""
-    kind = ev["kind"].to_numpy(dtype=object)
-    key = kind.copy()
-    is_op = kind == "op"
-    key[is_op] = ev["kernel"].to_numpy(dtype=object)[is_op]
-    is_copy = kind == "copy"
-    key[is_copy] = ev["name"].to_numpy(dtype=object)[is_copy]
-    is_coll = np.flatnonzero(kind == "collective")
-    waits = np.array([str(n).startswith("wait ") for n in ev["name"].to_numpy(dtype=object)[is_coll]], bool)
-    key[is_coll[waits]] = "collective wait"
-    missing = pd.isna(key)
-    key[missing] = "op"
-    return key
+def _lookup(
+    interned: _Interned, field: int, codes: np.ndarray, text: Callable[[int], str | None]
+) -> np.ndarray:
+    """Interned ids of coded values (small non-negative ints; ``text(code)`` their string, None:
+    absent -> -1): each distinct code is looked up once, the rest is one gather."""
+    codes = codes.astype(np.int64)
+    if not len(codes):
+        return np.zeros(0, np.int64)
+    used = np.zeros(int(codes.max()) + 1, bool)
+    used[codes] = True
+    mapping = np.full(len(used), -1, np.int64)
+    for code in np.flatnonzero(used).tolist():
+        value = text(code)
+        if value is not None:
+            mapping[code] = interned.one(field, value)
+    return mapping[codes]
 
 
-def _strings(column: pd.Series) -> np.ndarray:
-    """A column's values as strings (lists and tuples as Python writes them), None where missing."""
-    values = column.to_numpy(dtype=object).copy()
-    present = ~pd.isna(values)
-    values[~present] = None
-    sub = values[present]
-    if sub.size and pd.api.types.infer_dtype(sub, skipna=True) != "string":
-        values[present] = [v if isinstance(v, str) else str(v) for v in sub]
-    return values
+def _kind_mask(kind: np.ndarray, names: Sequence[str]) -> np.ndarray:
+    table = np.zeros(len(_events.KINDS), bool)
+    table[[_events.KINDS.index(k) for k in names]] = True
+    return table[kind.astype(np.int64)]
 
 
-def write(path: str | os.PathLike[str], ev: pd.DataFrame, threads: dict[int, int]) -> None:
-    """Write the events ``ev`` (``Trace.events``) as a Perfetto protobuf trace (Note [Perfetto's
-    protobuf, written in columns]). ``threads`` maps thread indices to OS thread ids."""
+def write(
+    path: str | os.PathLike[str],
+    columns: Columns,
+    t0: int,
+    host: pd.DataFrame | None = None,
+    shapes: tuple[Sequence[object], Sequence[object]] | None = None,
+) -> None:
+    """Write a trace's event columns (``Trace.columns``; ``t0`` its start) as a Perfetto protobuf
+    trace (Note [Perfetto's protobuf, written in columns]): the same events, names and arguments as
+    ``Trace.events`` holds. ``host`` (``Trace.host_events``) adds the sampled Python as a lane per
+    thread, under the thread's track; ``shapes`` the events' ``shapes`` and ``dtypes`` columns
+    (``Trace.events``), when the trace recorded them."""
+    f, strings, threads = columns.fields, columns.strings, columns.threads
     pid = os.getpid()
     interned = _Interned()
-    head = [
-        _packet(
-            _message(
-                [
-                    (10, _SEQUENCE),
-                    (60, _message([(1, _PROCESS_TRACK), (3, _message([(1, pid), (6, "openreg-lab")]))])),
-                ]
-            )
-        )
-    ]
+    head = [_track(_PROCESS_TRACK, (3, _message([(1, pid), (6, "openreg-lab")])))]
     for thread in sorted(threads):
         descriptor = _message([(1, pid), (2, int(threads[thread])), (5, f"openreg thread {thread}")])
-        head.append(_packet(_message([(10, _SEQUENCE), (60, _message(
-            [(1, _THREAD_TRACK + thread), (5, _PROCESS_TRACK), (4, descriptor)]))])))  # fmt: skip
+        head.append(_track(_THREAD_TRACK + thread, (5, _PROCESS_TRACK), (4, descriptor)))
     for uuid, name in ((_COPY_TRACK, "copies"), (_CAST_TRACK, "autocast casts")):
-        head.append(
-            _packet(_message([(10, _SEQUENCE), (60, _message([(1, uuid), (2, name), (5, _PROCESS_TRACK)]))]))
-        )
-    kind = ev["kind"].to_numpy(dtype=object)
-    memory = np.isin(kind, ["alloc", "free"])
-    devices = sorted(set(_strings(ev["device"][memory])) - {None})
-    memory_track = {d: _MEMORY_TRACK + i for i, d in enumerate(devices)}
-    for device, uuid in memory_track.items():
-        head.append(_packet(_message([(10, _SEQUENCE), (60, _message(
-            [(1, uuid), (2, f"memory {device}"), (5, _PROCESS_TRACK), (8, b"")]))])))  # fmt: skip
+        head.append(_track(uuid, (2, name), (5, _PROCESS_TRACK)))
+    kind = f["kind"].astype(np.int64)
+    memory = _kind_mask(kind, ["alloc", "free"])
+    device = f["device"].astype(np.int64)
+    memory_devices = sorted(set(device[memory].tolist()) - {_events.NO_DEVICE})
+    memory_track = np.full(_events.MAX_DEVICES - _events.NO_DEVICE, _MEMORY_TRACK, np.int64)
+    for i, code in enumerate(memory_devices):
+        memory_track[code - _events.NO_DEVICE] = _MEMORY_TRACK + i
+        head.append(_track(_MEMORY_TRACK + i, (2, f"memory {_events.device_name(code)}"), (5, _PROCESS_TRACK),
+                           (8, b"")))  # fmt: skip
 
-    # One row per packet: slices give a begin and an end, the rest one packet each.
-    slices = np.isin(kind, _SLICE_KINDS)
-    instants = np.isin(kind, ["mark", "step"])
-    start = ev["start_ns"].to_numpy(np.int64)
-    end = start + np.maximum(ev["dur_ns"].to_numpy(np.int64), 0)
-    thread = ev["thread"].to_numpy(np.int64)
-    track = np.where(
-        kind == "copy", _COPY_TRACK, np.where(kind == "cast", _CAST_TRACK, _THREAD_TRACK + thread)
-    )
-    if memory.any():
-        track[memory] = [memory_track[d] for d in _strings(ev["device"][memory])]
-    names = ev["name"].to_numpy(dtype=object).copy()
-    step = kind == "step"
-    names[step] = [f"end of step {s}" for s in ev["seq"].to_numpy()[step]]
-    name_iid, _ = interned.ids(_NAMES, names)
-    keys = _theme_keys(ev)
-    category_iid, _ = interned.ids(_CATEGORIES, keys)
-    codes, uniques = pd.factorize(keys)
-    colours = [theme.CHROME_CNAMES.get(k, "") for k in uniques]
-    colour_iid = np.array([interned.one(_ARG_STRINGS, c) if c else 0 for c in colours] + [0], np.int64)[codes]
-
+    n = len(kind)
+    slices = _kind_mask(kind, _SLICE_KINDS)
+    instants = _kind_mask(kind, ["mark", "step"])
+    start = f["start_ns"].astype(np.int64) - t0
+    end = start + np.maximum(f["dur_ns"], 0)
+    thread = f["thread"].astype(np.int64)
+    copy, cast = kind == _events.KINDS.index("copy"), kind == _events.KINDS.index("cast")
+    track = np.where(copy, _COPY_TRACK, np.where(cast, _CAST_TRACK, _THREAD_TRACK + thread))
+    track[memory] = memory_track[device[memory] - _events.NO_DEVICE]
+    name_code = f["name"].astype(np.int64)
+    name_iid = _lookup(interned, _NAMES, name_code, lambda c: strings[c])
+    step = np.flatnonzero(kind == _events.STEP)
+    name_iid[step] = [interned.one(_NAMES, f"end of step {s}") for s in f["seq"][step].tolist()]
+    category_iid, colour_iid = _categories(interned, kind, f["kernel"].astype(np.int64), name_code, strings)
+    packet_type = np.where(slices, _BEGIN, np.where(instants, _INSTANT, _COUNTER))
+    counter = np.where(memory, f["seq"], 0).astype(np.int64)
+    args = _arguments(columns, interned, colour_iid, shapes)
     rows = np.flatnonzero(slices | instants | memory)
-    ends = np.flatnonzero(slices)
-    event = np.concatenate([rows, ends])
-    is_end = np.concatenate([np.zeros(len(rows), bool), np.ones(len(ends), bool)])
-    ts = np.where(is_end, end[event], start[event])
-    zero = end[event] == start[event]
-    # Sorted by time; at one time: ends of earlier slices, then begins (outer first), then the ends
-    # of slices of no length (inner first), so slices nest on their track.
-    order_at_time = np.where(is_end, np.where(zero, 2, 0), 1)
-    inner_first = np.where(is_end, -start[event], -end[event])
-    order = np.lexsort((event, inner_first, order_at_time, ts))
-    event, is_end, ts = event[order], is_end[order], ts[order]
 
-    args = _arguments(ev, interned, colour_iid)
-    chunks = [b"".join(head)]
-    for lo in range(0, len(event), _CHUNK):
-        chunks.append(_encode(event[lo : lo + _CHUNK], is_end[lo : lo + _CHUNK], ts[lo : lo + _CHUNK], kind,
-                              track, name_iid, category_iid, ev, args))  # fmt: skip
-    with _atomic.replacing(path, "wb") as f:
-        f.write(interned.packet())
-        for chunk in chunks:
-            f.write(chunk)
+    h = host if host is not None and len(host) else None
+    if h is not None:  # the host slices: rows n, n + 1, ... after the events
+        lanes = _python_lanes(h, threads)
+        head += [_track(uuid, *fields) for uuid, fields in lanes.values()]
+        m = len(h)
+        start = np.concatenate([start, h["start_ns"].to_numpy(np.int64)])
+        end = np.concatenate([end, start[n:] + np.maximum(h["dur_ns"].to_numpy(np.int64), 0)])
+        track = np.concatenate([track, [lanes[int(t)][0] for t in h["os_thread"]]])
+        name_iid = np.concatenate([name_iid, interned.ids(_NAMES, h["function"])])
+        waiting = h["wait_ns"].to_numpy(np.int64) * 2 > h["dur_ns"].to_numpy(np.int64)
+        host_keys = np.where(waiting, "host wait", "host")
+        category_iid = np.concatenate([category_iid, [interned.one(_CATEGORIES, k) for k in host_keys]])
+        packet_type = np.concatenate([packet_type, np.full(m, _BEGIN)])
+        counter = np.concatenate([counter, np.zeros(m, np.int64)])
+        args += [(iid, s, v, n) for iid, s, v, _ in _host_arguments(h, interned)]
+        rows = np.concatenate([rows, np.arange(n, n + m)])
+        slices = np.concatenate([slices, np.ones(m, bool)])
+
+    event, is_end = _packet_order(rows, slices, start, end, n)
+    ts = np.where(is_end, end[event], start[event])
+    kinds = np.where(is_end, _END, packet_type[event])
+
+    with _atomic.replacing(path, "wb") as out:
+        out.write(interned.packet())  # every string is interned by now: the first packet holds them all
+        out.write(b"".join(head))
+        for lo in range(0, len(event), _CHUNK):
+            e = event[lo : lo + _CHUNK]
+            out.write(
+                _C._trace_perfetto_packets(ts[lo : lo + _CHUNK], kinds[lo : lo + _CHUNK], track[e],
+                                           name_iid[e], category_iid[e], counter[e], e, args, _SEQUENCE)
+            )  # fmt: skip
+
+
+def _packet_order(
+    rows: np.ndarray, slices: np.ndarray, start: np.ndarray, end: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The packets in time order: (row of each packet, is it a slice's end).
+
+    At one time: ends of earlier slices, then begins (outer first), then the ends of slices of no
+    length (inner first), so slices nest on their track. The events' rows are in start order with
+    a parent before its children (``events.merge``), so their begins are in order already; rows
+    from ``n`` on (host slices) are sorted here. Ends go by time, then the inner first: between
+    slices of one start and end, the later row (the child). The runs are merged by one stable sort
+    on (time, place at that time), which for sorted runs is a linear merge."""
+    begins = rows[rows < n]
+    extra = rows[rows >= n]
+    if len(extra):
+        extra = extra[np.lexsort((extra, -end[extra], start[extra]))]
+    ends = rows[slices[rows]][::-1]  # by row, descending: the inner first at one time
+    zero = end[ends] == start[ends]
+    ends = ends[np.argsort(end[ends] * 3 + np.where(zero, 2, 0), kind="stable")]
+    event = np.concatenate([begins, extra, ends])
+    is_end = np.zeros(len(event), bool)
+    is_end[len(begins) + len(extra) :] = True
+    at = np.where(is_end, end[event] * 3 + np.where(end[event] == start[event], 2, 0), start[event] * 3 + 1)
+    order = np.argsort(at, kind="stable")
+    return event[order], is_end[order]
+
+
+def _categories(
+    interned: _Interned, kind: np.ndarray, kernel: np.ndarray, name: np.ndarray, strings: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each event's category (its theme key: ``native``, ``fallback``, ``H2D``, ``collective wait``,
+    ... the keys of ``theme.CHROME_CNAMES``; the kind otherwise) and colour name, as interned ids."""
+    key = np.full(len(kind), -1, np.int64)
+    for code in np.unique(kind).tolist():
+        at = kind == code
+        label = _events.KINDS[code]
+        if label == "op":
+            key[at] = _lookup(interned, _CATEGORIES, kernel[at], lambda k: _events.KERNELS[k] or "op")
+        elif label == "copy":
+            key[at] = _lookup(interned, _CATEGORIES, name[at], lambda c: strings[c])
+        elif label == "collective":
+            wait = lambda c: "collective wait" if strings[c].startswith("wait ") else "collective"  # noqa: E731
+            key[at] = _lookup(interned, _CATEGORIES, name[at], wait)
+        else:
+            key[at] = interned.one(_CATEGORIES, label)
+    text = {iid: t for t, iid in interned.tables.get(_CATEGORIES, {}).items()}
+    colour = _lookup(
+        interned, _ARG_STRINGS, np.maximum(key, 0), lambda i: theme.CHROME_CNAMES.get(text.get(i, ""))
+    )
+    return key, colour
+
+
+def _track(uuid: int, *fields: tuple[int, object]) -> bytes:
+    """The packet of a TrackDescriptor (uuid, then ``fields``)."""
+    return _packet(_message([(10, _SEQUENCE), (60, _message([(1, uuid), *fields]))]))
+
+
+def _python_lanes(h: pd.DataFrame, threads: dict[int, int]) -> dict[int, tuple[int, tuple]]:
+    """Per OS thread of the host slices, its Python lane: (track uuid, descriptor fields), a child of
+    the thread's track when the recorder knows the thread."""
+    index = {int(os_id): int(i) for i, os_id in threads.items()}
+    lanes: dict[int, tuple[int, tuple]] = {}
+    for i, os_thread in enumerate(sorted(set(h["os_thread"].astype(np.int64).tolist()))):
+        thread = index.get(os_thread)
+        parent = _PROCESS_TRACK if thread is None else _THREAD_TRACK + thread
+        label = f"Python (tid {os_thread})" if thread is None else f"Python (openreg thread {thread})"
+        lanes[os_thread] = (_PYTHON_TRACK + i, ((2, label), (5, parent)))
+    return lanes
+
+
+def _host_arguments(h: pd.DataFrame, interned: _Interned) -> list[Argument]:
+    """The debug annotations of the host slices: their ``file:line`` and the time they waited."""
+    source = [f"{f}:{line}" for f, line in zip(h["file"], h["line"], strict=True)]
+    wait = h["wait_ns"].to_numpy(np.int64)
+    waiting = wait * 2 > h["dur_ns"].to_numpy(np.int64)
+    colour = [theme.CHROME_CNAMES["host wait" if w else "host"] for w in waiting]
+    return [
+        (interned.one(_ARG_NAMES, "source"), True, interned.ids(_ARG_STRINGS, source), 0),
+        (interned.one(_ARG_NAMES, "wait_ns"), False, np.where(wait > 0, wait, -1), 0),
+        (interned.one(_ARG_NAMES, "colour"), True, interned.ids(_ARG_STRINGS, colour), 0),
+    ]
 
 
 def _arguments(
-    ev: pd.DataFrame, interned: _Interned, colour_iid: np.ndarray
-) -> list[tuple[int, bool, np.ndarray, np.ndarray]]:
-    """The debug annotations of the slices: (name iid, is an interned string, value, present)."""
-    out: list[tuple[int, bool, np.ndarray, np.ndarray]] = []
-    n = len(ev)
-    out.append((interned.one(_ARG_NAMES, "id"), False, ev["id"].to_numpy(np.int64), np.ones(n, bool)))
-    parent = ev["parent"].to_numpy(np.int64)
-    out.append((interned.one(_ARG_NAMES, "parent"), False, np.maximum(parent, 0), parent >= 0))
-    nbytes = ev["bytes"].to_numpy(np.int64)
-    out.append((interned.one(_ARG_NAMES, "bytes"), False, np.maximum(nbytes, 0), nbytes > 0))
-    seq = ev["seq"].to_numpy(np.int64)
-    out.append((interned.one(_ARG_NAMES, "seq"), False, np.maximum(seq, 0), seq >= 0))
-    for column in _STRING_ARGS:
-        if column not in ev:
-            continue
-        values = ev[column]
-        if values.dtype == object:
-            values = pd.Series(_strings(values), index=ev.index)
-        ids, present = interned.ids(_ARG_STRINGS, values.to_numpy(dtype=object))
-        if present.any():
-            out.append((interned.one(_ARG_NAMES, column), True, ids, present))
-    running = ev["dur_ns"].to_numpy(np.int64) < 0
-    if running.any():
-        out.append((interned.one(_ARG_NAMES, "still running"), False, np.ones(n, np.int64), running))
-    out.append((interned.one(_ARG_NAMES, "colour"), True, colour_iid, colour_iid > 0))
+    columns: Columns,
+    interned: _Interned,
+    colour_iid: np.ndarray,
+    shapes: tuple[Sequence[object], Sequence[object]] | None,
+) -> list[Argument]:
+    """The debug annotations of the slices, the values of ``Trace.events``' columns: (name iid, is
+    an interned string, value per event or -1)."""
+    f, strings = columns.fields, columns.strings
+    kind = f["kind"].astype(np.int64)
+    out: list[Argument] = [(interned.one(_ARG_NAMES, "id"), False, f["id"].astype(np.int64), 0)]
+
+    def number(name: str, values: np.ndarray) -> None:
+        if (values >= 0).any():
+            out.append((interned.one(_ARG_NAMES, name), False, values.astype(np.int64), 0))
+
+    def text(name: str, codes: np.ndarray, of: Callable[[int], str | None]) -> None:
+        ids = _lookup(interned, _ARG_STRINGS, codes, of)
+        if (ids >= 0).any():
+            out.append((interned.one(_ARG_NAMES, name), True, ids, 0))
+
+    number("parent", np.where(f["parent"] >= 0, f["parent"], -1))
+    number("bytes", np.where(f["bytes"] > 0, f["bytes"], -1))
+    is_op, is_cast = kind == 0, kind == _events.KINDS.index("cast")
+    dispatch = f["dispatch"].astype(np.int64)
+    text("kernel", f["kernel"], lambda k: _events.KERNELS[k] or None)
+    text("dispatch", np.where(is_op, dispatch + 1, 0), lambda c: strings[c - 1] if c else None)
+    device = lambda c: _events.device_name(c + _events.NO_DEVICE)  # noqa: E731
+    text("device", f["device"].astype(np.int64) - _events.NO_DEVICE, device)
+    collective = kind == _events.KINDS.index("collective")  # src and dst hold ranks
+    for column in ("src", "dst"):
+        text(
+            column,
+            np.where(collective, _events.NO_DEVICE, f[column].astype(np.int64)) - _events.NO_DEVICE,
+            device,
+        )
+    for column in ("from_dtype", "to_dtype"):
+        text(column, f[column].astype(np.int64) + 1, lambda c: _events.dtype_name(c - 1))
+    source = _events.inherit(f["source"].astype(np.int64), f["parent"])
+    text("source", source, lambda c: strings[c] if c else None)
+    text("argument", np.where(is_cast, dispatch + 1, 0), lambda c: strings[c - 1] if c else None)
+    for column, codes in _events.compiled_codes(f).items():
+        text(column, codes, lambda c: strings[c] if c else None)
+    if shapes is not None:
+        for column, values in zip(("shapes", "dtypes"), shapes, strict=True):
+            at = np.flatnonzero(f["shapes"] >= 0)
+            ids = np.full(len(kind), -1, np.int64)
+            ids[at] = interned.ids(_ARG_STRINGS, [str(v) for v in np.asarray(values, dtype=object)[at]])
+            if len(at):
+                out.append((interned.one(_ARG_NAMES, column), True, ids, 0))
+    seq = f["seq"]
+    number("seq", np.where(((kind <= 1) | (kind == _events.STEP)) & (seq >= 0), seq, -1))
+    number("still running", np.where(f["dur_ns"] < 0, 1, -1))
+    out.append((interned.one(_ARG_NAMES, "colour"), True, colour_iid, 0))
     return out
-
-
-def _encode(event: np.ndarray, is_end: np.ndarray, ts: np.ndarray, kind: np.ndarray, track: np.ndarray,
-            name_iid: np.ndarray, category_iid: np.ndarray, ev: pd.DataFrame,
-            args: list[tuple[int, bool, np.ndarray, np.ndarray]]) -> bytes:  # fmt: skip
-    """The packets of one chunk of rows."""
-    n = len(event)
-    k = kind[event]
-    is_counter = np.isin(k, ["alloc", "free"])
-    is_instant = np.isin(k, ["mark", "step"])
-    starts = ~is_end & ~is_counter & ~is_instant
-    kind_of_packet = np.where(
-        is_end, _END, np.where(is_counter, _COUNTER, np.where(is_instant, _INSTANT, _BEGIN))
-    )
-    named = ~is_end & ~is_counter
-    track_event = [
-        *_scalar(9, kind_of_packet),
-        *_scalar(11, track[event]),
-        *_scalar(10, name_iid[event], named),
-        *_scalar(3, category_iid[event], starts),
-    ]
-    for name_id, interned, values, present in args:
-        on = starts & present[event]
-        value_field = 17 if interned else 4
-        value = _varint(values[event])
-        head = _tag(1, 0) + _message([(0, name_id)])[1:] + _tag(value_field, 0)  # name iid, value's tag
-        annotation = [_const(head, n, on), (value[0], np.where(on, value[1], 0))]
-        track_event += _nested(4, annotation, on)
-    total = ev["total"].to_numpy(np.int64)[event]
-    track_event += _scalar(30, np.maximum(total, 0), is_counter)
-    packet = [
-        *_scalar(8, ts),
-        _const(_message([(10, _SEQUENCE)]), n),
-        *_nested(11, track_event),
-        _const(_message([(13, _NEEDS_STATE)]), n),
-    ]
-    return _bytes(_nested(1, packet))

@@ -180,8 +180,9 @@ def trace(
             ``openreg_lab.step()`` (``openreg_lab.recording.steps``). What was not recorded is
             said by ``Trace.skipped``, the report and ``openreg-lab run``; a block that ends
             before the first chosen step records nothing and warns.
-        host: also sample the Python the traced threads run, each millisecond (Note [Host samples]
-            in ``recording/host.py``): ``Trace.host()`` and ``Trace.host_events``, the Python lane of
+        host: also sample the Python the traced threads run, every 1 to 16 ms within a CPU budget
+            (Note [Host samples] in ``recording/host.py``): ``Trace.host()`` and
+            ``Trace.host_events``, the Python lane of
             the timeline, and the host Python and waiting the verdict splits the wall time into.
             ``host=False`` records no host samples.
 
@@ -506,9 +507,10 @@ class Trace:
         return analysis.summary(self.events)
 
     def verdict(self) -> _verdict.Verdict:
-        """The answer first: the share of the traced time in CPU fallbacks, copies and casts, the
-        ops to implement first (by the time they would save) and the warnings that change how to
-        read the rest. The report, the dashboard's header and ``openreg-lab run`` lead with it."""
+        """The answer first: the share of the wall time (of the traced time with ``host=False``) in
+        CPU fallbacks, copies and casts, the ops to implement first (by the time they would save)
+        and the warnings that change how to read the rest. The report, the dashboard's header and
+        ``openreg-lab run`` lead with it."""
         return _verdict.verdict(
             self.events,
             dropped=self.dropped,
@@ -614,11 +616,14 @@ class Trace:
         """Write the trace for Perfetto (ui.perfetto.dev): a ``path`` ending in ``.pftrace``,
         ``.perfetto-trace`` or ``.pb`` gets Perfetto's own protobuf format (fast and compact, for
         millions of events: Note [Perfetto's protobuf, written in columns]); any other the Chrome
-        Trace Event JSON, which chrome://tracing also opens."""
+        Trace Event JSON, which chrome://tracing also opens. Both draw the sampled Python
+        (``host_events``) as a lane per thread."""
         if os.fspath(path).lower().endswith(perfetto.SUFFIXES):
-            perfetto.write(path, self.events, self.columns.threads)
+            f = self.columns.fields
+            shapes = (self.events["shapes"], self.events["dtypes"]) if (f["shapes"] >= 0).any() else None
+            perfetto.write(path, self.columns, self._t0, self.host_events, shapes)
             return
-        chrome.write(path, self.events, self.columns.threads)
+        chrome.write(path, self.events, self.columns.threads, self.host_events)
 
     # -- views (Note [Views are plugged in]) -------------------------------
     def show(self) -> Any:
@@ -678,7 +683,7 @@ def _to_frame(c: Columns, t0: int) -> pd.DataFrame:
     arg_dtypes = np.full(n, None, dtype=object)
     for i in np.flatnonzero(f["shapes"] >= 0):
         shapes[i], arg_dtypes[i] = _events.decode_shapes(c.pool, int(f["shapes"][i]))
-    source = _inherit(f["source"].astype(np.int64), f["parent"])
+    source = _events.inherit(f["source"].astype(np.int64), f["parent"])
     frame = pd.DataFrame(
         {
             "id": f["id"],
@@ -725,38 +730,9 @@ def _ms(ns: int) -> str:
 
 
 def _compiled_columns(f: dict[str, np.ndarray], strings: np.ndarray) -> dict[str, np.ndarray]:
-    """``fused``, ``graph`` and ``reason`` (Note [Compiled code in the trace] in csrc/trace/Compiled.h).
-
-    A ``compiled`` event is a compiled graph's call (no fused ops) or a generated kernel inside
-    one: ``graph`` names the graph of both. A ``compile`` event's ``reason`` is Dynamo's.
-    """
-    kind, parent = f["kind"], f["parent"]
-    compiled = kind == _events.KINDS.index("compiled")
-    text = strings[f["dispatch"]]
-    is_kernel = compiled & (f["dispatch"] > 0)
-    graph = np.full(len(kind), None, dtype=object)
-    graph[compiled] = strings[f["name"][compiled]]
-    inner = is_kernel & (parent >= 0)
-    inner &= compiled[np.maximum(parent, 0)]
-    graph[inner] = graph[parent[inner]]
-    graph[is_kernel & ~inner] = None
-    is_compile = (kind == _events.KINDS.index("compile")) & (f["dispatch"] > 0)
-    return {
-        "fused": np.where(is_kernel, text, None),
-        "graph": graph,
-        "reason": np.where(is_compile, text, None),
-    }
-
-
-def _inherit(values: np.ndarray, parent: np.ndarray) -> np.ndarray:
-    """Give events without a value (0) their nearest ancestor's value."""
-    out = values.copy()
-    while True:
-        take = (out == 0) & (parent >= 0)
-        take &= out[np.maximum(parent, 0)] != 0
-        if not take.any():
-            return out
-        out[take] = out[parent[take]]
+    """``fused``, ``graph`` and ``reason`` (``events.compiled_codes``) as text, None where absent."""
+    codes = _events.compiled_codes(f)
+    return {k: np.where(v > 0, strings[v], None) for k, v in codes.items()}
 
 
 def _forward_links(f: dict[str, np.ndarray]) -> np.ndarray:

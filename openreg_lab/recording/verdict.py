@@ -1,7 +1,9 @@
 """The verdict: the answer a porting engineer came for, computed once for the report, the
 dashboard's header and ``openreg-lab run`` alike.
 
-What share of the traced time went to CPU fallbacks (their copies and their CPU compute apart),
+What share of the wall time (with host sampling: from the trace's start to the last event or
+sample; without it the traced time, first event to last) went to CPU fallbacks (their copies and
+their CPU compute apart),
 to copies and to autocast casts; the operators to implement first, ranked by the time a native
 kernel would save, each with its calls, bytes moved and source lines; where the wall time of step 0
 and of the median step went (device ops, compilation, host Python, waiting: Note [Accounting for
@@ -33,7 +35,7 @@ KERNEL_OPS_NOTE = (
 
 @dataclass(frozen=True)
 class Share:
-    """Time spent in one kind of work, and its share of the traced time."""
+    """Time spent in one kind of work, and its share of the verdict's ``span_ns``."""
 
     label: str
     ns: int
@@ -44,7 +46,9 @@ class Share:
 @dataclass(frozen=True, repr=False)
 class Verdict:
     """See the module docstring. ``first``: one dict a ranked operator (``name``, ``calls``,
-    ``saves_ns``, ``share``, ``bytes_moved``, ``copy_ns``, ``cpu_ns``, ``sources``)."""
+    ``saves_ns``, ``share``, ``bytes_moved``, ``copy_ns``, ``cpu_ns``, ``sources``). ``span_ns`` is
+    the wall time when ``wall`` (the host was sampled, so the time between ops is accounted for),
+    else the traced time."""
 
     span_ns: int
     shares: list[Share]
@@ -56,6 +60,8 @@ class Verdict:
     time: list[accounting.WallTime] = field(default_factory=list)
     #: Several optimizers ending steps, in words (``steps.per_iteration``); None otherwise.
     iterations: str | None = None
+    #: ``span_ns`` is the wall time (host sampling on), not only the ops' traced time.
+    wall: bool = False
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
@@ -67,11 +73,12 @@ class Verdict:
     def headline(self) -> str:
         """One sentence: the fallbacks' share and the first operator to implement."""
         fb = self.shares[0]
+        time = "wall time" if self.wall else "traced time"
         if not self.first:
-            return f"No op fell back to the CPU in {theme.format_ns(self.span_ns)} of traced time."
+            return f"No op fell back to the CPU in {theme.format_ns(self.span_ns)} of {time}."
         top = self.first[0]
         return (
-            f"CPU fallbacks took {fb.share:.1%} of the traced time ({theme.format_ns(fb.ns)} of "
+            f"CPU fallbacks took {fb.share:.1%} of the {time} ({theme.format_ns(fb.ns)} of "
             f"{theme.format_ns(self.span_ns)}); implement {top['name']} first: it would save up to "
             f"{theme.format_ns(top['saves_ns'])} ({top['share']:.1%})."
         )
@@ -119,6 +126,11 @@ def verdict(
     """The verdict of a trace's events (``Trace.verdict()`` passes the trace's settings, its host
     samples and what ended each step)."""
     span = analysis.span(events)
+    wall = bool(host_sampling and samples is not None)
+    if wall:  # the trace's wall time: from its start (0) to the last event's end or the last sample
+        assert samples is not None
+        end = events["start_ns"] + events["dur_ns"].clip(lower=0)
+        span = max(int(end.max()) if len(end) else 0, int(samples.time.max()) - t0 if len(samples) else 0)
     kind = events["kind"]
     dur = events["dur_ns"].clip(lower=0)
     fb = breakdown.fallback_costs(events)
@@ -178,6 +190,7 @@ def verdict(
         warnings=_warnings(events, dropped, capacity, op_events, profile, skipped),
         time=_wall_times(events, table, samples, t0, host_sampling, thread_index or {}),
         iterations=steps.per_iteration(step_sources or []),
+        wall=wall,
     )
 
 

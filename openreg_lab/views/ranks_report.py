@@ -54,7 +54,7 @@ CAUSE_COLUMNS = [
 ]  # fmt: skip
 #: The columns of the per-rank verdict table.
 RANK_COLUMNS = [
-    ("rank", "rank", "int"), ("span_ns", "traced", "ns"), ("steps", "steps", "int"),
+    ("rank", "rank", "int"), ("span_ns", "time", "ns"), ("steps", "steps", "int"),
     ("median_step_ns", "median step", "ns"), ("fallback_share", "in fallbacks", "pct"),
     ("waited_ns", "waited for others", "ns"), ("held_up_ns", "held others up", "ns"),
     ("last_at", "last at", "int"), ("blocked_ns", "blocked in wait()", "ns"),

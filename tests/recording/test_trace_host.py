@@ -301,3 +301,37 @@ def test_hostile_function_and_file_names_reach_the_page_as_text(tmp_path):
     assert html.escape(HOSTILE) in text  # the verdict names it, escaped
     header = static.header_html(t.events, v)
     assert HOSTILE not in header and html.escape(HOSTILE) in header
+
+
+def test_a_thread_that_runs_through_its_intervals_never_reads_as_waiting(slow_step0):
+    """Note [The sampler's budget]: a thread whose CPU clock advanced by all but RUNNING_SLACK of an
+    interval is not read from /proc and its gap counts as run-queue time, never as waiting (the
+    loader's sleep beside it still is: test_step_0_names_the_function_and_the_sleep...)."""
+    s = slow_step0.host_samples
+    assert s is not None
+    iv = host.intervals(s, slow_step0._t0)
+    names = np.array(s.strings, dtype=object)[s.function[iv.node]]
+    in_busy = names == "busy"
+    assert in_busy.sum() >= 10  # 0.3 s of busy Python, sampled
+    assert iv.wait[in_busy].sum() * 10 < (iv.end - iv.start)[in_busy].sum()  # under a tenth waiting
+
+
+def test_the_sampling_interval_is_carried_to_the_next_sampler_within_bounds(monkeypatch):
+    """Note [The sampler's budget]: a sampler starts at the interval the process's last one ended
+    with, at most MAX_CARRIED_NS."""
+    slept: list[float] = []
+    real_sleep = time.sleep
+
+    def record(seconds: float) -> None:
+        slept.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(host, "_carried", [host.MAX_INTERVAL_NS])
+    monkeypatch.setattr(host.time, "sleep", record)
+    s = host.Sampler()
+    s.start()
+    busy(0.02)
+    s.stop_raw()
+    busy(0.01)  # its last sleep ends
+    monkeypatch.undo()
+    assert slept and slept[0] == host.MAX_CARRIED_NS / 1e9

@@ -29,11 +29,15 @@ def falls_back() -> openreg_lab.Trace:
     return t
 
 
-def test_the_shares_are_the_events_time_over_the_traced_time(falls_back):
+def test_the_shares_are_the_events_time_over_the_wall_time(falls_back):
     v = falls_back.verdict()
     ev = falls_back.events
-    span = analysis.span(ev)
-    assert v.span_ns == span
+    samples = falls_back.host_samples
+    assert samples is not None  # host sampling is on by default: the wall time is accounted for
+    ends = int((ev["start_ns"] + ev["dur_ns"].clip(lower=0)).max())
+    last_sample = int(samples.time.max()) - falls_back._t0 if len(samples) else 0
+    span = max(ends, last_sample)  # from the trace's start to the last event or sample
+    assert v.wall and v.span_ns == span >= analysis.span(ev)
     fb, copies, casts = v.shares
     dur = ev["dur_ns"].clip(lower=0)
     assert (fb.label, fb.ns) == ("CPU fallbacks", int(dur[ev["kind"] == "fallback"].sum()))
@@ -53,8 +57,20 @@ def test_the_ops_to_implement_first_are_ranked_by_the_time_they_would_save(falls
     assert cumsum["calls"] == 3 and cumsum["bytes_moved"] == 3 * 2 * 64 * 64 * 4
     assert cumsum["sources"] == [f"{__file__}:24"]
     assert v.more == 0 and v.warnings == []
-    assert v.headline().startswith(f"CPU fallbacks took {v.shares[0].share:.1%} of the traced time")
+    assert v.headline().startswith(f"CPU fallbacks took {v.shares[0].share:.1%} of the wall time")
     assert f"implement {v.first[0]['name']} first" in v.headline()
+
+
+def test_without_host_sampling_the_shares_are_of_the_traced_time():
+    x = torch.randn(64, 64, device="openreg")
+    with openreg_lab.trace(host=False) as t:
+        torch.cumsum(x, 0)  # falls back
+        x + x
+    v = t.verdict()
+    span = analysis.span(t.events)
+    assert not v.wall and v.span_ns == span
+    assert v.shares[0].share == pytest.approx(v.shares[0].ns / span)
+    assert v.headline().startswith(f"CPU fallbacks took {v.shares[0].share:.1%} of the traced time (")
 
 
 def test_no_fallback_says_so():
