@@ -14,7 +14,7 @@ argument names and values, the categories) in the first packet of the one sequen
 string code looked up once, so a slice costs about 80 bytes. A slice is a begin and an end packet,
 sorted so that slices nest on their track at equal timestamps (``_packet_order``). The arguments
 are those of ``Trace.events``' columns, derived from the same codes (``events.inherit``,
-``events.compiled_codes``); tests/test_trace_perfetto.py reads every one back against it.
+``events.compiled_codes``); tests/recording/test_trace_perfetto.py reads every one back against it.
 
 Tracks are those of the Chrome export: ops, backward nodes, fallbacks, compiled code and
 collectives on their thread's track, copies and casts on a track each, device memory a counter per
