@@ -78,7 +78,7 @@ def _openmp_flags() -> tuple[list[str], list[str]]:
     thread pools that oversubscribe the cores and ignore each other's settings. So -fopenmp is a
     compile flag only, and the link names torch/lib/libgomp.so.1, which `import torch` has
     already loaded (the dynamic loader reuses it by its soname; the rpath makes `ldd` agree).
-    tests/test_openmp.py checks that one runtime is mapped and that the threads are used.
+    tests/operators/test_openmp.py checks that one runtime is mapped and that the threads are used.
     """
     gomp = os.path.join(cpp_extension.TORCH_LIB_PATH, "libgomp.so.1")
     if not (torch.backends.openmp.is_available() and os.path.exists(gomp)):
@@ -92,9 +92,9 @@ def _precompile_header(cflags: list[str], post_cflags: list[str], build_dir: str
 
     GCC only accepts a precompiled header made with the same options, so it is built from the very
     flags cpp_extension writes into build.ninja, and rebuilt when those flags, the header or torch
-    change (the stamp holds their hash). Objects depend on the .gch through their depfiles, so
-    ninja recompiles them after a rebuild. If the compiler cannot make it, the build goes on
-    without it (slower, same result).
+    change (the stamp holds their hash). GCC's depfiles do not name the .gch, so a rebuilt header
+    does not recompile the objects: it holds declarations only, and every source includes what it
+    uses. If the compiler cannot make it, the build goes on without it (slower, same result).
     """
     flags = shlex.split(" ".join(cflags)) + shlex.split(" ".join(post_cflags))
     compiler = cpp_extension.get_cxx_compiler()

@@ -1,7 +1,7 @@
 """What the views cost at scale: building the dashboard, its payload to the browser, the static
 text/html and the HTML report, for traces of about 10k, 100k and 1M events.
 
-The traces are a real traced training step (tests/views_data.py) repeated to size, so the mix of
+The traces are a real traced training step (tests/support/views_data.py) repeated to size, so the mix of
 ops, copies, casts and allocations is a real one. Build times are medians of a few runs (the first
 plotly FigureWidget import is paid once before timing); sizes are bytes.
 
@@ -18,16 +18,16 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # the traces the views' tests use
+sys.path.insert(0, str(ROOT))  # the traces the views' tests use (tests.support.views_data)
 
 from _timing import print_table  # noqa: E402
-from views_data import tile, training_trace  # noqa: E402
 
 from openreg_lab.views import static  # noqa: E402
 from openreg_lab.views.dashboard import Dashboard  # noqa: E402
 from openreg_lab.views.lod import Pyramid  # noqa: E402
 from openreg_lab.views.report import report_html  # noqa: E402
 from openreg_lab.views.timeline import payload_size  # noqa: E402
+from tests.support.views_data import tile, training_trace  # noqa: E402
 
 
 def _median_time(fn, runs: int) -> float:

@@ -1,6 +1,6 @@
 """Run the full OpInfo parity sweep and print the pass rate and the failures grouped by cause.
 
-    .venv/bin/python scripts/opinfo_report.py [--json reports/opinfo.json] [--only NAME ...]
+.venv/bin/python scripts/opinfo_report.py [--json reports/opinfo.json] [--only NAME ...]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.opinfo_parity import Mismatch, all_cases, check  # noqa: E402
+from tests.support.opinfo_parity import Mismatch, all_cases, check
 
 
 def _cause(err: BaseException) -> str:
@@ -51,8 +51,10 @@ def main() -> int:
     passed = sum(r == "pass" for r in results.values())
     empty = sum(r == "no sample" for r in results.values())
     checked = len(results) - empty
-    print(f"OpInfo float32 parity: {passed}/{checked} pass ({100 * passed / max(checked, 1):.1f}%), "
-          f"{empty} without a usable sample, {elapsed:.0f} s")
+    print(
+        f"OpInfo float32 parity: {passed}/{checked} pass ({100 * passed / max(checked, 1):.1f}%), "
+        f"{empty} without a usable sample, {elapsed:.0f} s"
+    )
     by_cause = collections.defaultdict(list)
     for name, r in results.items():
         if r not in ("pass", "no sample"):

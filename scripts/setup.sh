@@ -18,19 +18,30 @@ if ! "$PY" -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2
   "${PIP[@]}" install "torch==2.13.0"
 fi
 
-# Build tools, then the dependencies pyproject.toml declares (runtime, test and lab extras). torch==2.13.0
-# is already satisfied, so pip adds nothing CUDA.
+# Build tools (and numpy, which torch imports) first: the build below needs only them and torch.
+# The dependencies pyproject.toml declares (runtime, test and lab extras) and Debian's chromium
+# install in the background while the extension compiles (the build is CPU-bound, they are mostly
+# download and unpacking); the set-up waits for both before it ends. torch==2.13.0 is already
+# satisfied, so pip adds nothing CUDA.
+if ! "$PY" -c 'import setuptools, wheel, ninja, numpy' 2>/dev/null; then
+  "${PIP[@]}" install setuptools wheel ninja numpy
+fi
 stamp="$VENV/.deps-$(sha1sum pyproject.toml | cut -c1-12)"
+deps_log="$VENV/deps.log"
+deps_pid=""
 if [ ! -f "$stamp" ]; then
-  "${PIP[@]}" install setuptools wheel ninja
-  "$PY" - <<'PYEOF' | "${PIP[@]}" install -r /dev/stdin
+  "$PY" - >"$VENV/requirements.txt" <<'PYEOF'
 import tomllib
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
 extras = project["optional-dependencies"]
 print("\n".join(project["dependencies"] + extras["test"] + extras["lab"]))
 PYEOF
-  touch "$stamp"
+  "${PIP[@]}" install -r "$VENV/requirements.txt" >"$deps_log" 2>&1 &
+  deps_pid=$!
 fi
+chromium_log="$VENV/chromium.log"
+bash scripts/install_chromium.sh >"$chromium_log" 2>&1 &
+chromium_pid=$!
 
 # Development install: the venv imports openreg_lab from this source tree, where the extension is
 # built in place below (one incremental build, no second copy), and knows openreg-lab as installed,
@@ -47,7 +58,17 @@ if ! "$PY" setup.py -q build_ext --inplace >"$log" 2>&1; then
   exit 1
 fi
 echo "setup: openreg_lab._C is up to date (build step took $(( $(date +%s) - start )) s)"
+
+if [ -n "$deps_pid" ]; then
+  if ! wait "$deps_pid"; then
+    cat "$deps_log" >&2
+    echo "setup: installing the dependencies of pyproject.toml failed (log above, also in $deps_log)" >&2
+    exit 1
+  fi
+  touch "$stamp"
+fi
 "$PY" -c "import openreg_lab" || { echo "setup: openreg_lab does not import after the build" >&2; exit 1; }
 
-# Debian's chromium for the browser tests (skipped, with a message, where it cannot be installed).
-bash scripts/install_chromium.sh
+# Debian's chromium for the browser tests (never fails the set-up: it says what is missing).
+wait "$chromium_pid" || true
+cat "$chromium_log"

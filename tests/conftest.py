@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -23,14 +20,6 @@ def _clean_openreg_state() -> Iterator[None]:
     openreg_lab.set_fallback_policy("allow")
 
 
-def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in a fresh interpreter with extra environment variables."""
-    full_env = {**os.environ, **env}
-    return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=full_env, timeout=120
-    )
-
-
 @pytest.hookimpl(trylast=True)  # after -m / -k deselection
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Start the Binder build now, in the background, and run the tests that need it last.
@@ -39,7 +28,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """
     needs_build = [item for item in items if "binder_env" in getattr(item, "fixturenames", ())]
     if needs_build and not config.option.collectonly:
-        import binder_build
+        from tests.support import binder_build
 
         binder_build.BACKGROUND.start()
         items[:] = [item for item in items if item not in needs_build] + needs_build

@@ -3,7 +3,7 @@
 // Every native openreg kernel is registered through OPENREG_IMPL, never with
 // a bare m.impl: this is the one place where instrumentation can wrap each
 // native call. Each registered name must also be listed, under its family, in
-// openreg_lab/dispatch/native_ops.yaml (tests/test_native_ops.py checks both ways).
+// openreg_lab/dispatch/native_ops.yaml (tests/operators/test_native_ops.py checks both ways).
 //
 // The wrapper opens the call's Op event when a trace takes op events from
 // the kernels (Note [Op events from openreg's kernels]); otherwise it costs

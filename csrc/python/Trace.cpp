@@ -191,7 +191,7 @@ void bind_trace(py::module_& m) {
   m.def("_trace_bench_no_op_observer", &trace::set_no_op_observer, py::arg("off"));
   m.def("_trace_op_observer_installed", &trace::op_observer_installed);
   m.def("_trace_event_size", [] { return sizeof(trace::Event); });
-  // For tests of Note [The recorder across fork] (tests/test_trace_fork.py).
+  // For tests of Note [The recorder across fork] (tests/recording/test_trace_fork.py).
   m.def(
       "_trace_test_hold_locks",
       [](bool recording_mutex, int64_t timeout_ms) {

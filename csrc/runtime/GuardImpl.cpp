@@ -73,7 +73,7 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   // Every dtype an openreg tensor can hold and copy to and from the host: all
   // but the ones the host's copy kernel has no case for (the sub-byte integers
-  // and the packed quantized types). tests/test_accelerator_corners.py copies
+  // and the packed quantized types). tests/device/test_accelerator_corners.py copies
   // each reported dtype both ways.
   c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
     resolve_device_index(d.index());

@@ -4,7 +4,7 @@
 // The one header through which the template (csrc/runtime, csrc/aten,
 // csrc/distributed: the folders a vendor copies) reaches openreg-lab's
 // recorder (csrc/trace). Nothing else in those folders includes a trace/
-// header (tests/test_layers.py checks it), so what the template asks of the
+// header (tests/layout/test_layers.py checks it), so what the template asks of the
 // recorder is this list, each call costing a relaxed load when no trace is on:
 // - kernels: a KernelScope per native kernel, through OPENREG_IMPL
 //   (aten/Registration.h) or HostKernel.h's wrappers, and FallbackScope /

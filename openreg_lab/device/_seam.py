@@ -16,7 +16,7 @@ here, at registration (``_compile.register``):
 The defaults are no-ops: with nothing attached, the template registers its own classes. The lab
 attaches through :func:`use_lab`, given by the package's top (``openreg_lab/__init__.py``) a loader
 run once, at the first registration: the device layer never imports the recording layer
-(``tests/test_layers.py`` checks that no other module of ``device/`` names the recorder), and
+(``tests/layout/test_layers.py`` checks that no other module of ``device/`` names the recorder), and
 ``import openreg_lab`` stays free of Dynamo, Inductor and the recording layer. A vendor who copies
 the template drops this module and the calls of it in ``_compile.py`` and ``_inductor.py``.
 """

@@ -4,18 +4,15 @@ the text they are (Note [Strings reaching a page])."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import SCREENSHOTS
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hostile_data import PAYLOAD, hostile_trace
 
 import openreg_lab
 from openreg_lab.views import static
+from tests.support.browser_harness import SCREENSHOTS
+from tests.support.hostile_data import PAYLOAD, hostile_trace
 
 
 @pytest.fixture

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from harness import SCREENSHOTS, NotebookPage
-from notebook_views import NOTEBOOKS, VIEWS
+
+from tests.support.browser_harness import SCREENSHOTS, NotebookPage
+from tests.support.notebook_views import NOTEBOOKS, VIEWS
 
 NOTEBOOK_NAMES = [p.name for p in NOTEBOOKS]
 

@@ -3,16 +3,14 @@ no page error, a lane group per rank, the straggler named with its op, the rank 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import SCREENSHOTS
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from distributed_pool import RankPool
+from tests.support.browser_harness import SCREENSHOTS
+from tests.support.distributed_pool import RankPool
 
 
 @pytest.fixture(scope="module")

@@ -3,15 +3,13 @@ the timeline zooms with no kernel, and no JavaScript error occurs."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import SCREENSHOTS
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from views_data import training_trace
+from tests.support.browser_harness import SCREENSHOTS
+from tests.support.views_data import training_trace
 
 
 @pytest.fixture(scope="module")

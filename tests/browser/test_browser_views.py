@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness import NotebookPage
+from tests.support.browser_harness import NotebookPage
 
 
 def _until(predicate: Callable[[], bool], timeout_s: float = 20) -> bool:

@@ -11,13 +11,9 @@
 //   - aten::mse_loss, aten::smooth_l1_loss: the structured functional wrapper
 //     allocates the reduced (0-dim) result and calls the .out kernel, whose
 //     meta function first sizes the output like the broadcast inputs: a
-//     one-element out= resized, and a deprecation warning CPU never emits;
-//   - aten::index.Tensor: the same wrapper runs index's meta function, which
-//     expands a uint8 mask (and warns that uint8 indices are deprecated), and
-//     then the .out kernel expands (and warns) again: twice where CPU warns
-//     once.
-// native_group_norm has the same problem but gets a native kernel
-// (native/GroupNorm.cpp).
+//     one-element out= resized, and a deprecation warning CPU never emits.
+// native_group_norm and index.Tensor have the same problem but get native
+// kernels (native/GroupNorm.cpp, native/AdvancedIndexing.cpp).
 
 #include "aten/fallback/Fallback.h"
 
@@ -26,7 +22,7 @@
 namespace openreg {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* name : {"mode.values", "mse_loss", "smooth_l1_loss", "index.Tensor"}) {
+  for (const char* name : {"mode.values", "mse_loss", "smooth_l1_loss"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
   }
 }

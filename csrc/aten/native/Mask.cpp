@@ -1,6 +1,9 @@
 // The operators Hugging Face models build attention masks with: all and any
 // (every overload: over everything, one dim, a list of dims, and their out=
-// forms), isneginf and isposinf, tril and triu (functional, in-place, out=).
+// forms), isneginf and isposinf, tril and triu (functional, in-place, out=);
+// and isnan, with which the Hugging Face Trainer checks every step's loss.
+// isnan has no out= form: the CPU's isnan is self != self, and so is this
+// one (ne's CPU kernel on host views).
 //
 // Each is the CPU's own kernel computing on host views of device memory (Note
 // [Host kernels on host views] in HostKernel.h): these are cheap, memory-bound
@@ -16,6 +19,7 @@
 #include <ATen/ops/empty_like_ops.h>
 #include <ATen/ops/isneginf_ops.h>
 #include <ATen/ops/isposinf_ops.h>
+#include <ATen/ops/ne_ops.h>
 #include <ATen/ops/tril_ops.h>
 #include <ATen/ops/triu_ops.h>
 
@@ -54,6 +58,13 @@ struct Elementwise {
   static at::Tensor make(const at::Tensor& self) {
     return at::_ops::empty_like::call(self, c10::kBool, std::nullopt, std::nullopt, std::nullopt,
                                       c10::MemoryFormat::Preserve);
+  }
+};
+
+// isnan(self) is self != self, into a bool `out` laid out like the input.
+struct IsNanOut {
+  static at::Tensor& call(const at::Tensor& self, at::Tensor& out) {
+    return at::_ops::ne_Tensor_out::call(self, self, out);
   }
 };
 
@@ -102,6 +113,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_HOST_KERNEL(m, "any.dims", "any.dims_out", AnyDims);
   OPENREG_HOST_KERNEL(m, "isneginf", "isneginf.out", IsNegInf);
   OPENREG_HOST_KERNEL(m, "isposinf", "isposinf.out", IsPosInf);
+  OPENREG_IMPL(m, "isnan", (HostKernel<IsNanOut, Elementwise>::functional));
   OPENREG_HOST_KERNEL(m, "tril", "tril.out", Tril);
   OPENREG_HOST_KERNEL(m, "triu", "triu.out", Triu);
   OPENREG_IMPL(m, "tril_", triangle_<at::_ops::tril_>);

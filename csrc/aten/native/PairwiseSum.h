@@ -20,7 +20,7 @@
 // rounding. So the float and double row sums, compiled for AVX-512, AVX2 and
 // baseline x86-64 (Note [SIMD clones] in Common.h, sum_row below), return
 // the same bits whichever of them the loader picks, and the same bits as the
-// generic template for other input types. tests/test_native_simd.py checks
+// generic template for other input types. tests/operators/test_native_simd.py checks
 // them against the scheme written out in NumPy.
 //
 // Threads never change the result: a row is summed by one thread, and a long

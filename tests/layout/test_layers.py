@@ -1,0 +1,235 @@
+"""The Python package keeps the layers of csrc/: imports point down only, and there are no cycles."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import openreg_lab
+
+PACKAGE = Path(openreg_lab.__file__).parent
+
+# Lower numbers are lower layers. A module may import its own layer and the ones below.
+LAYERS = {"_C": 0, "theme": 0, "device": 1, "recording": 2, "dispatch": 3, "views": 4}
+TOP = 5  # the package's __init__, the command line, the examples, plugins
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every ``openreg_lab...`` module ``path`` imports, at any depth of its code."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("openreg_lab")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("openreg_lab"):
+            # `from pkg import submodule` imports the submodule; `from pkg import name`, the package.
+            for a in node.names:
+                sub = f"{node.module}.{a.name}"
+                out.add(sub if sub in MODULES else node.module)
+    return out
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return TOP
+    return LAYERS.get(parts[1], TOP)
+
+
+MODULES = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _graph() -> dict[str, set[str]]:
+    return {m: {i for i in _imports(p) if i in MODULES and i != m} for m, p in MODULES.items()}
+
+
+def test_the_layers_are_packages():
+    for layer in ("device", "recording", "dispatch", "views"):
+        assert (PACKAGE / layer / "__init__.py").exists()
+    # The function openreg_lab.trace is not hidden by (and does not hide) a module of that name.
+    assert not (PACKAGE / "trace.py").exists() and not (PACKAGE / "trace").exists()
+    assert callable(openreg_lab.trace) and callable(openreg_lab.coverage) and callable(openreg_lab.explain)
+
+
+def _upward(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted(
+        (m, i)
+        for m, deps in graph.items()
+        for i in deps
+        if "openreg_lab" not in (m, i) and _layer(i) > _layer(m)
+    )
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    # The package re-exports everything; nothing below it imports it.
+    graph = {m: deps - {"openreg_lab"} for m, deps in graph.items() if m != "openreg_lab"}
+    state: dict[str, int] = {}
+    found: list[list[str]] = []
+
+    def visit(m: str, stack: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(graph.get(m, ())):
+            if state.get(d) == 1:
+                found.append([*stack[stack.index(d) :], d])
+            elif d not in state:
+                visit(d, [*stack, d])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    return found
+
+
+def test_imports_point_down_only():
+    assert _upward(_graph()) == []
+
+
+def test_there_are_no_import_cycles():
+    assert _cycles(_graph()) == []
+
+
+def test_the_checks_see_a_cycle_and_an_upward_import():
+    # The checks above are only worth something if they can fail.
+    bad = {
+        "openreg_lab.recording.a": {"openreg_lab.views.b"},
+        "openreg_lab.views.b": {"openreg_lab.recording.a"},
+    }
+    assert _upward(bad) == [("openreg_lab.recording.a", "openreg_lab.views.b")]
+    assert _cycles(bad) == [["openreg_lab.recording.a", "openreg_lab.views.b", "openreg_lab.recording.a"]]
+
+
+def test_no_public_name_is_shadowed_by_a_module():
+    import importlib
+
+    for m in MODULES:
+        importlib.import_module(m)  # importing a submodule sets it as its package's attribute
+    for pkg in (openreg_lab, openreg_lab.views):
+        for name in pkg.__all__:
+            obj = getattr(pkg, name)
+            assert name == "views" or not isinstance(obj, type(openreg_lab)), (
+                f"{pkg.__name__}.{name} is a module"
+            )
+
+
+CSRC = Path(__file__).resolve().parents[2] / "csrc"
+# The folders a vendor copies (the template): they reach the recorder (csrc/trace) only through
+# its one seam header (Note [The lab's seam]).
+TEMPLATE = ("runtime", "aten", "distributed")
+SEAM = "trace/Seam.h"
+
+
+def _recorder_includes(text: str) -> list[str]:
+    """The csrc/trace headers a C++ file includes other than the seam."""
+    found = re.findall(r'^\s*#\s*include\s+"(trace/[^"]+)"', text, flags=re.MULTILINE)
+    return [h for h in found if h != SEAM]
+
+
+def test_the_template_reaches_the_recorder_through_one_seam_header():
+    assert (CSRC / SEAM).exists()
+    offenders = {}
+    seen = 0
+    for folder in TEMPLATE:
+        for path in sorted((CSRC / folder).rglob("*")):
+            if path.suffix in (".h", ".cpp"):
+                seen += 1
+                if bad := _recorder_includes(path.read_text()):
+                    offenders[str(path.relative_to(CSRC))] = bad
+    assert seen > 50  # the folders were found
+    assert offenders == {}, f"include {SEAM} instead: {offenders}"
+    assert "trace/Seam.h" in (CSRC / "aten" / "Registration.h").read_text()  # OPENREG_IMPL's kernels
+
+
+def test_the_seam_check_sees_a_recorder_include():
+    assert _recorder_includes('#include "trace/Hooks.h"\n#include "trace/Seam.h"\n') == ["trace/Hooks.h"]
+    assert _recorder_includes('#include "trace/Seam.h"  // Note [The lab\'s seam]\n') == []
+
+
+def _repeated_runs(texts: dict[str, str], n: int) -> dict[tuple[str, ...], list[tuple[str, int]]]:
+    """Runs of ``n`` code lines (stripped; blank lines, lone braces and comments left out) that
+    occur more than once across ``texts`` (file name -> text)."""
+    runs: dict[tuple[str, ...], list[tuple[str, int]]] = {}
+    for name, text in texts.items():
+        lines = [(i + 1, s.strip()) for i, s in enumerate(text.splitlines())]
+        code = [(i, s) for i, s in lines if s and s not in ("{", "}", "});", "};") and not s.startswith("//")]
+        for k in range(len(code) - n + 1):
+            runs.setdefault(tuple(s for _, s in code[k : k + n]), []).append((name, code[k][0]))
+    return {run: where for run, where in runs.items() if len(where) > 1}
+
+
+def test_no_repeated_method_bodies_in_the_collectives():
+    """Each collective of csrc/distributed is one short method through the call builder
+    (Backend.h): no five code lines repeat across the folder's sources."""
+    texts = {p.name: p.read_text() for p in sorted((CSRC / "distributed").glob("*.cpp"))}
+    assert "Backend.cpp" in texts
+    assert _repeated_runs(texts, 5) == {}
+
+
+def test_the_repetition_check_sees_a_copy():
+    body = "int a = 1;\nint b = 2;\n\n// x\nint c = 3;\n{\nint d = 4;\nint e = 5;\n"
+    assert list(_repeated_runs({"x.cpp": body, "y.cpp": "int z;\n" + body}, 5).values()) == [
+        [("x.cpp", 1), ("y.cpp", 2)]
+    ]
+
+
+# The Python side of the seam (Note [The lab's seam in Python] in openreg_lab/device/_seam.py): the
+# device layer's modules hold no recorder code; the lab attaches through _seam alone.
+PY_SEAM = "openreg_lab.device._seam"
+
+
+def _recorder_code(text: str) -> list[str]:
+    """What in a module's code names the recorder: an import of the recording layer (``import``,
+    ``from ... import`` or a module name in a string, as importlib takes), a ``_C._trace_*`` function,
+    or a string of code (not a docstring) calling the recorder's runtime, as generated code would."""
+    found = []
+    tree = ast.parse(text)
+    docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("openreg_lab.recording")]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("openreg_lab.recording"):
+            found.append(str(node.module))
+        elif isinstance(node, ast.ImportFrom) and node.module == "openreg_lab":
+            found += [f"openreg_lab.{a.name}" for a in node.names if a.name == "recording"]
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_trace_"):
+            found.append(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            # A module name importlib takes, or generated code calling the recorder's runtime.
+            found += re.findall(
+                r"\bopenreg_lab\.recording[\w.]*|\b_?compiled_runtime\b|\b_trace_\w+", node.value
+            )
+    return found
+
+
+def test_the_device_layer_reaches_the_recorder_only_through_its_seam():
+    device = {m: p for m, p in MODULES.items() if m.startswith("openreg_lab.device.")}
+    assert PY_SEAM in device and len(device) > 10  # the modules were found
+    offenders = {m: bad for m, p in sorted(device.items()) if (bad := _recorder_code(p.read_text()))}
+    assert offenders == {}, f"attach recorder code through {PY_SEAM} instead: {offenders}"
+    # The seam itself names no recorder either: the lab hands it its loader from the package's top.
+    assert _recorder_code(device[PY_SEAM].read_text()) == []
+    # The registration consults it: the Scheduling and wrapper Inductor gets, and the callbacks.
+    assert "_seam.subclass(" in device["openreg_lab.device._inductor"].read_text()
+    assert "_seam.registered()" in device["openreg_lab.device._compile"].read_text()
+
+
+def test_the_python_seam_check_sees_recorder_code():
+    assert _recorder_code("from openreg_lab.recording import compile_events") == ["openreg_lab.recording"]
+    assert _recorder_code("import openreg_lab.recording.compiled as c") == ["openreg_lab.recording.compiled"]
+    assert _recorder_code("from openreg_lab import recording") == ["openreg_lab.recording"]
+    assert _recorder_code("from openreg_lab import _C\n_C._trace_intern('x')") == ["_trace_intern"]
+    assert _recorder_code("importlib.import_module('openreg_lab.recording.compiled')") == [
+        "openreg_lab.recording.compiled"
+    ]
+    # Generated code calling the recorder (the wrapper of openreg_lab/device/_inductor.py wrote it).
+    assert _recorder_code("RUNTIME = 'openreg_lab.device._compiled_runtime'") == ["_compiled_runtime"]
+    assert _recorder_code("line = f'_C._trace_scope_end({t})'") == ["_trace_scope_end"]
+    assert _recorder_code("from openreg_lab import _C\n_C.mark_initialized()") == []  # the device's own
+    assert _recorder_code('"""Calls ``_trace_intern`` (openreg_lab.recording)."""') == []  # prose only

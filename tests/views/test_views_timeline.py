@@ -1,0 +1,150 @@
+"""The timeline's level of detail (views/lod.py) and payloads (views/timeline.py): exact against the
+trace, bounded in size, and never losing an event from its totals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from openreg_lab import theme
+from openreg_lab.views.lod import COLOR_KEYS, RAW_LIMIT, Pyramid
+from openreg_lab.views.timeline import Timeline, payload, payload_size
+from tests.support.views_data import tile, training_trace
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return training_trace()
+
+
+def test_rows_are_thread_depths_then_copy_and_cast_lanes(trace):
+    ev = trace.events
+    p = Pyramid(ev)
+    lanes = [r.lane for r in p.rows]
+    threads = sorted(ev.loc[ev["kind"].isin(["op", "backward", "fallback"]), "thread"].unique())
+    assert [x for x in dict.fromkeys(lanes) if x.startswith("thread")] == [f"thread {t}" for t in threads]
+    assert [x for x in lanes if not x.startswith("thread")] == [
+        "copies H2D",
+        "copies D2H",
+        "copies D2D",
+        "casts",
+    ]
+    # A child is one row deeper than its parent slice.
+    slices = ev[ev["kind"].isin(["op", "backward", "fallback"])]
+    raw = p.levels[0]
+    row_of = dict(zip(raw.event.tolist(), raw.row.tolist(), strict=True))
+    for r in slices.itertuples(index=False):
+        if r.parent >= 0 and r.parent in row_of:
+            assert p.rows[row_of[r.id]].depth == p.rows[row_of[r.parent]].depth + 1
+
+
+def test_every_slice_is_drawn_once_with_its_kernel_colour(trace):
+    ev = trace.events
+    p = Pyramid(ev)
+    q = p.query(0, p.span, 1000)
+    assert q.level == -1 and not q.aggregated  # a small trace is sent whole
+    drawn = ev[ev["kind"].isin(["op", "backward", "fallback", "copy", "cast"])]
+    assert sorted(q.event.tolist()) == sorted(drawn["id"].tolist())
+    colors = [COLOR_KEYS[c] for c in p.color[q.event]]
+    ops = ev.loc[q.event]
+    for kernel in ("native", "composite", "fallback"):
+        expected = int(((ops["kind"] == "op") & (ops["kernel"] == kernel)).sum())
+        expected += int((ops["kind"] == "fallback").sum()) if kernel == "fallback" else 0
+        assert colors.count(kernel) == expected, kernel
+    assert colors.count("cast") == int((ev["kind"] == "cast").sum())
+    for d in ("H2D", "D2H", "D2D"):
+        assert colors.count(d) == int(((ev["kind"] == "copy") & (ev["name"] == d)).sum())
+    assert [name for _, name in p.marks] == ["step 0", "step 1"]
+
+
+def test_collectives_have_a_lane_of_their_own_and_waits_their_colour(trace):
+    ev = trace.events
+    n = len(ev)
+    extra = ev.iloc[:3].copy()
+    extra["id"] = np.arange(n, n + 3)
+    extra["parent"] = [0, -1, 0]  # issued inside an op, which returns before they complete
+    extra["kind"] = "collective"
+    extra["name"] = ["allreduce", "wait allreduce", "broadcast"]
+    extra["dur_ns"] = 1000
+    both = pd.concat([ev, extra], ignore_index=True)
+    p = Pyramid(both)
+    assert [r.lane for r in p.rows][-1] == "collectives"
+    raw = p.levels[0]
+    row_of = dict(zip(raw.event.tolist(), raw.row.tolist(), strict=True))
+    assert {row_of[i] for i in range(n, n + 3)} == {len(p.rows) - 1}
+    assert [COLOR_KEYS[p.color[i]] for i in range(n, n + 3)] == [
+        "collective",
+        "collective wait",
+        "collective",
+    ]
+    assert theme.event_color("collective", name="wait allreduce") == theme.COLLECTIVE_WAIT_COLOR
+    assert theme.event_color("collective", name="allreduce") == theme.COLLECTIVE_COLOR
+    assert [r.lane for r in Pyramid(ev).rows] == [r.lane for r in p.rows][:-1]  # the rest is unchanged
+
+
+def test_the_pyramid_never_loses_a_slice_and_stays_bounded(trace):
+    big = tile(trace.events, 60)  # ~150k events
+    p = Pyramid(big)
+    assert len(p.levels) > 2
+    assert p.slice_count == int(big["kind"].isin(["op", "backward", "fallback", "copy", "cast"]).sum())
+    per_row = np.bincount(p.levels[0].row, minlength=len(p.rows))
+    for lvl in p.levels:
+        # Every level accounts for every slice, row by row.
+        assert np.array_equal(np.bincount(lvl.row, weights=lvl.count, minlength=len(p.rows)), per_row)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        a, b = sorted(rng.uniform(0, p.span, 2))
+        q = p.query(a, b, 800)
+        assert len(q.start) <= max(RAW_LIMIT, 2 * 800 * len(p.rows) + len(p.rows))
+        assert ((q.start < b) & (q.start + np.maximum(q.dur, 1) > a)).all()  # only what overlaps
+        if q.level == -1:
+            assert int(q.count.sum()) == len(q.start) == p.slices_in(a, b)
+    whole = p.query(0, p.span, 800)
+    assert whole.aggregated and whole.level >= 1
+    assert int(whole.count.sum()) == p.slice_count
+    # Zoomed in far enough, the real slices come back.
+    q = p.query(0, p.span / 200, 800)
+    assert q.level == -1 and not q.aggregated
+
+
+def test_memory_counters_keep_min_max_and_last(trace):
+    ev = trace.events
+    big = tile(ev, 30)
+    p = Pyramid(big)
+    (c,) = p.counters
+    mem = big[big["kind"].isin(["alloc", "free"])]
+    assert c.device == "openreg:0" and len(c.time) == len(mem)
+    q = p.query(0, p.span, 100)
+    (w,) = q.counters
+    assert len(w["t"]) <= 200
+    assert int(np.max(w["max"])) == int(mem["total"].max())
+    assert int(np.min(w["min"])) == int(mem["total"].min())
+    assert int(w["last"][-1]) == int(mem["total"].iloc[-1])
+
+
+def test_payload_is_binary_and_hover_names_kernel_path_shapes_and_source(trace):
+    ev = trace.events
+    p = Pyramid(ev)
+    data = payload(p, ev, p.query(0, p.span, 900))
+    assert isinstance(data["start"], memoryview) and data["start"].format == "d"
+    assert isinstance(data["event"], memoryview) and data["event"].format == "i"
+    names = [data["strings"][i] for i in np.frombuffer(data["name"], dtype=np.int32)]
+    assert names == ev.loc[np.frombuffer(data["event"], dtype=np.int32), "name"].tolist()
+    mm = ev[(ev["name"] == "aten::mm") & (ev["kind"] == "op")].iloc[0]
+    k = int(np.flatnonzero(np.frombuffer(data["event"], dtype=np.int32) == mm["id"])[0])
+    info = data["strings"][int(np.frombuffer(data["info"], dtype=np.int32)[k])]
+    assert "kernel: native" in info and f"dispatch: {mm['dispatch']}" in info
+    assert ("args: " in info and "float32[" in info) or "bfloat16[" in info
+    assert payload_size(data) < 200_000
+
+
+def test_the_live_timeline_answers_a_zoom_with_a_new_payload(trace):
+    big = tile(trace.events, 40)
+    tl = Timeline(big)
+    assert tl.data["level"] >= 1  # zoomed out: aggregated
+    tl.view = [0.0, tl.span_ns / 300]
+    assert tl.data["level"] == -1
+    assert tl.data["t1"] == pytest.approx(tl.span_ns / 300)
+    tl.width = 400
+    assert tl.data["t0"] == 0.0
