@@ -38,7 +38,10 @@ _on_registered: list[Callable[[], None]] = []
 
 
 def use_lab(loader: Callable[[], None]) -> None:
-    """Run ``loader`` (which calls :func:`attach`) once, at the first registration with Dynamo."""
+    """Run ``loader`` (which calls :func:`attach`) once, at the first registration with Dynamo.
+
+    Given by the package's top before it registers the device; a loader given after the first
+    registration never runs."""
     global _loader
     _loader = loader
 
@@ -49,7 +52,10 @@ def attach(
     on_registered: Callable[[], None] | None = None,
 ) -> None:
     """Attach the lab: ``subclasses`` maps a name of :data:`SUBCLASSED` to a function deriving the
-    class given to Inductor from the template's; ``on_registered`` runs at each registration."""
+    class given to Inductor from the template's; ``on_registered`` runs at each registration.
+
+    Called by the loader of :func:`use_lab`, which runs before the first registration hands Inductor
+    its classes: subclasses attached after it would reach Inductor only at a new registration."""
     with _lock:
         for name, factory in (subclasses or {}).items():
             if name not in SUBCLASSED:
