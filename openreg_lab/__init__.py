@@ -24,9 +24,19 @@ from typing import TYPE_CHECKING, Any
 import torch  # noqa: F401  (loads libtorch before our extension)
 
 from openreg_lab import _C  # noqa: F401
+from openreg_lab.device import _seam
 from openreg_lab.device._register import register as _register
 from openreg_lab.dispatch.fallback import fallback_policy, get_fallback_policy, set_fallback_policy
 
+
+def _attach_the_lab() -> None:
+    """The recorder's Scheduling, wrapper and compile callbacks (Note [The lab's seam in Python])."""
+    from openreg_lab.recording import compiled
+
+    compiled.attach()
+
+
+_seam.use_lab(_attach_the_lab)  # run at the device's first registration with Dynamo, not now
 _register()
 
 __version__ = "0.1.0"

@@ -3,14 +3,29 @@
 Every backend works on openreg tensors: ``"eager"`` and ``"aot_eager"`` run the captured graph
 through openreg's kernels, and the default, Inductor, generates C++ kernels that compute on
 openreg memory (``_inductor.py``). Importing :mod:`openreg_lab` does not import Dynamo or
-Inductor (a second or more): openreg registers with them (:func:`register`) as soon as Dynamo is
-in the process, at the first of
+Inductor (a second or more).
 
-- ``import openreg_lab`` when Dynamo was imported before,
-- Dynamo's first use of the device (it calls ``torch.openreg._lazy_init`` when it traces a frame),
-- Inductor's lookup of ``torch.openreg.Scheduling`` and the other :data:`INDUCTOR_HOOKS`,
-- opening a trace (so that compilations inside it are recorded),
-- ``torch.openreg.get_device_interface()``.
+Note [One registration entry point]
+:func:`register` is the one entry point: it registers the device interface with Dynamo, the
+device's op overrides and code generators with Inductor, the backend name ``"openreg"``, and
+attaches the lab (Note [The lab's seam in Python] in ``_seam.py``). It runs, once, from the first
+of the lookups torch makes of a PrivateUse1 device, and one path of ours where torch has none:
+
+- Inductor's lookup of ``torch.openreg.Scheduling`` and the other :data:`INDUCTOR_HOOKS`
+  (``init_backend_registration`` in ``torch/_inductor/codegen/common.py``, before Inductor
+  compiles anything): torch's own mechanism; openreg's module answers it by registering all.
+- Dynamo's lookup of the backend ``"openreg"`` (the ``torch_dynamo_backends`` entry point, whose
+  target :func:`openreg_backend` registers first).
+- Dynamo in the process (:func:`register_if_dynamo_loaded`, from ``torch.openreg._lazy_init``,
+  which torch calls at the device's first use, and from ``import openreg_lab`` when Dynamo came
+  first): Dynamo in torch 2.13 has no lookup of a PrivateUse1 device's interface
+  (``init_device_reg`` in ``torch/_dynamo/device_interface.py`` registers cuda, xpu, mtia, cpu,
+  mps and tpu only), and a frame Dynamo traces with ``backend="eager"`` never reaches Inductor's
+  lookup, yet needs the interface (openreg's streams and events in the graph). The same call puts
+  back the lab's compile callbacks, which ``torch._dynamo.reset()`` clears.
+
+``torch.openreg.get_device_interface()`` returns the interface and so registers first; opening a
+trace registers nothing (the recording layer installs its own callbacks).
 
 Options openreg cannot honour raise ``InductorUnsupportedError`` naming the option and what works
 instead (``_compile_options.py``).
@@ -28,7 +43,7 @@ import sys
 import threading
 from typing import Any
 
-from openreg_lab.device import _compile_events
+from openreg_lab.device import _seam
 
 #: The Dynamo backend's name: the device's.
 BACKEND = "openreg"
@@ -51,8 +66,8 @@ _registered = False
 def register() -> None:
     """Register openreg with Dynamo (its device interface) and Inductor (its code generator).
 
-    Also installs the Dynamo callbacks that record compilations in traces (``_compile_events``).
-    Idempotent and thread-safe; imports Inductor.
+    The one entry point (Note [One registration entry point]); the lab attaches here (Note [The
+    lab's seam in Python]). Idempotent and thread-safe; imports Inductor.
     """
     global _registered
     if _registered:
@@ -60,11 +75,12 @@ def register() -> None:
     with _lock:
         if _registered:
             return
+        _seam.load()
         from openreg_lab.device import _inductor
 
         _inductor.register()
         _register_backend()
-        _compile_events.install()
+        _seam.registered()
         _registered = True
 
 
@@ -93,11 +109,12 @@ def openreg_backend(
 def register_if_dynamo_loaded() -> None:
     """:func:`register` if Dynamo is already imported (cheap otherwise: one dict lookup).
 
-    Also puts back the compile callbacks, which ``torch._dynamo.reset()`` clears.
+    Also runs what the lab attached for each registration (its compile callbacks, which
+    ``torch._dynamo.reset()`` clears).
     """
     if "torch._dynamo" in sys.modules:
         register()
-        _compile_events.install()
+        _seam.registered()
 
 
 def inductor_hook(name: str) -> Any:
@@ -106,8 +123,8 @@ def inductor_hook(name: str) -> Any:
     from openreg_lab.device import _inductor
 
     return {
-        "Scheduling": _inductor.OpenRegScheduling,
-        "PythonWrapperCodegen": _inductor.OpenRegWrapperCodegen,
+        "Scheduling": _seam.subclass("Scheduling", _inductor.OpenRegScheduling),
+        "PythonWrapperCodegen": _seam.subclass("PythonWrapperCodegen", _inductor.OpenRegWrapperCodegen),
         "CppWrapperCodegen": _inductor.OpenRegCppWrapperCodegen,
         "WrapperFxCodegen": None,
     }[name]

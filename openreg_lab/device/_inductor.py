@@ -10,9 +10,10 @@ registration points, nothing in Dynamo or Inductor is patched:
 - ``register_backend_for_device("openreg", OpenRegScheduling, OpenRegWrapperCodegen, ...)``:
   Inductor's own C++ code generator for CPUs (``CppScheduling``) writes openreg's kernels. They
   compute on device memory in place, as openreg's native kernels do (Note [Device memory is host
-  memory] in ``csrc/aten/HostView.h``): no copies and no compiler of ours. The wrapper brackets each
-  kernel call, and each call of the compiled graph, with the recorder's hooks (Note [Compiled code
-  in the trace] in ``csrc/trace/Compiled.h``; the runtime side is ``_compiled_runtime.py``).
+  memory] in ``csrc/aten/HostView.h``): no copies and no compiler of ours.
+
+Nothing here records: openreg-lab derives its traced Scheduling and wrapper from these classes
+through the seam (Note [The lab's seam in Python] in ``_seam.py``; ``openreg_lab/recording/compiled.py``).
 """
 
 from __future__ import annotations
@@ -30,15 +31,13 @@ from torch._inductor.codegen.common import (
 )
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
 from torch._inductor.virtualized import V
 
-from openreg_lab.device import _devices, _memory, _streams
+from openreg_lab.device import _devices, _memory, _seam, _streams
 from openreg_lab.device._compile_options import InductorUnsupportedError, check_options
 
 DEVICE = "openreg"
-
-#: The runtime module the generated code imports (cheap: it imports only ``openreg_lab._C``).
-RUNTIME = "openreg_lab.device._compiled_runtime"
 
 
 class OpenRegInterface(DeviceInterface):
@@ -127,22 +126,6 @@ class OpenRegDeviceOpOverrides(DeviceOpOverrides):
         return "void*"
 
 
-def fused_ops(nodes: Any) -> str:
-    """The aten overloads the scheduler ``nodes`` of one kernel came from, each once, comma-separated
-    (node by node; within a node, by FX node name)."""
-    names: dict[str, None] = {}
-    for node in nodes:
-        for snode in node.get_nodes():
-            ir_node = getattr(snode, "node", None)
-            for origin in sorted(getattr(ir_node, "origins", ()), key=lambda n: n.name):
-                if origin.op != "call_function":
-                    continue
-                aten = origin.meta.get("original_aten") or origin.target
-                name = aten.name() if isinstance(aten, torch._ops.OpOverload) else str(aten)
-                names.setdefault(name, None)
-    return ", ".join(names)
-
-
 # Note [openreg kernels are C++ kernels to Inductor]
 # Inductor's kernel code generators ask which language they write through
 # get_current_backend(device type): "cpp" for the CPU, but config.cuda_backend ("triton") for any
@@ -164,37 +147,24 @@ def _as_cpp_kernels(method: Any) -> Any:
 
 
 class OpenRegScheduling(CppScheduling):
-    """Inductor's C++ kernels for CPUs, for openreg memory; remembers which ops each kernel fused."""
+    """Inductor's C++ kernels for CPUs, for openreg memory."""
 
     codegen_node = _as_cpp_kernels(CppScheduling.codegen_node)
     codegen_template = _as_cpp_kernels(CppScheduling.codegen_template)
     flush = _as_cpp_kernels(CppScheduling.flush)
 
-    def define_kernel(self, src_code: str, nodes: Any, kernel_args: Any = None) -> str:
-        kernel_name = super().define_kernel(src_code, nodes, kernel_args)
-        wrapper = V.graph.wrapper_code
-        if isinstance(wrapper, OpenRegWrapperCodegen):
-            wrapper.fused.setdefault(kernel_name, fused_ops(nodes))
-        return kernel_name
-
 
 class OpenRegWrapperCodegen(PythonWrapperCodegen):
-    """Inductor's Python wrapper for openreg graphs, with the recorder's hooks around each kernel.
-
-    The generated module interns its kernels' names once when it loads, calls
-    ``_trace_compiled_begin`` / ``_trace_scope_end`` around each kernel call (one relaxed atomic
-    load each when no trace is open), and wraps its ``call`` in the graph's region (Note [Compiled
-    code in the trace]).
-    """
+    """Inductor's Python wrapper for openreg graphs: refuses the options openreg cannot honour,
+    allocates on the graph's device and calls each kernel as Inductor calls a CPU kernel."""
 
     def __init__(self) -> None:
         check_options()
         super().__init__()
-        self.fused: dict[str, str] = {}
-        self._interned: dict[str, str] = {}
 
-    @staticmethod
+    @classmethod
     def create(
+        cls,
         is_subgraph: bool,
         subgraph_name: str | None,
         parent_wrapper: PythonWrapperCodegen | None,
@@ -203,26 +173,7 @@ class OpenRegWrapperCodegen(PythonWrapperCodegen):
         if is_subgraph:
             assert subgraph_name is not None and parent_wrapper is not None
             return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
-        return OpenRegWrapperCodegen()
-
-    def write_header(self) -> None:
-        super().write_header()
-        self.header.splice(
-            f"""
-            import {RUNTIME} as _openreg
-            _openreg_begin = _openreg.compiled_begin
-            _openreg_end = _openreg.compiled_end
-            """,
-            strip=True,
-        )
-
-    def _intern(self, text: str) -> str:
-        """The module-level name holding ``text``'s interned id (defined once, at load)."""
-        if text not in self._interned:
-            var = f"_openreg_s{len(self._interned)}"
-            self._interned[text] = var
-            self.header.writeline(f"{var} = _openreg.intern({text!r})")
-        return self._interned[text]
+        return cls()  # the class registered with Inductor (Note [The lab's seam in Python])
 
     def make_allocation(
         self,
@@ -244,21 +195,10 @@ class OpenRegWrapperCodegen(PythonWrapperCodegen):
         self, kernel_name: str, call_args: Any, *, device: Any = None, **kwargs: Any
     ) -> None:
         device = device or V.graph.get_current_device_or_throw()
-        if device.type != DEVICE:
-            super()._generate_kernel_call_helper(kernel_name, call_args, device=device, **kwargs)
-            return
-        name = self._intern(kernel_name)
-        fused = self._intern(self.fused.get(kernel_name, ""))
-        self.writeline(f"_openreg_t = _openreg_begin({name}, {fused}, {device.index or 0})")
-        # The kernel is C++ for CPUs on host memory: Inductor calls it as it calls a CPU kernel.
-        super()._generate_kernel_call_helper(kernel_name, call_args, device=torch.device("cpu"), **kwargs)
-        self.writeline("_openreg_end(_openreg_t)")
-
-    def generate_end(self, result: Any) -> None:
-        super().generate_end(result)
-        index = next(iter(V.graph.device_idxs), 0) if V.graph.device_idxs else 0
-        part = "backward" if V.graph.is_backward else "inference" if V.graph.is_inference else "forward"
-        result.writeline(f"call = _openreg.region(call, {part!r}, {index})")
+        if device.type == DEVICE:
+            # The kernel is C++ for CPUs on host memory: Inductor calls it as it calls a CPU kernel.
+            device = torch.device("cpu")
+        super()._generate_kernel_call_helper(kernel_name, call_args, device=device, **kwargs)
 
 
 class OpenRegCppWrapperCodegen:
@@ -308,6 +248,27 @@ def _set_process_default(name: str, value: object) -> None:
     inductor_config._mark_get_dict_dirty(name)
 
 
+# Note [Inductor's cache knows openreg's code generators]
+# Inductor caches the code it generates for a graph (its FX graph cache, on disk, across processes)
+# under a key made of the graph, torch's own code and configuration, and each device's custom pass
+# (its uuid). Nothing else of a backend's is in the key: after a change to openreg's Scheduling or
+# wrapper, a process loaded the code the old version wrote (once a module the old code imported
+# had moved, every cached graph failed with ModuleNotFoundError). openreg registers a custom pass
+# that changes nothing and whose uuid hashes the files of its code generators: this module and the
+# lab's subclasses of its classes (Note [The lab's seam in Python]); any change to them is a new key.
+
+
+class CodegenVersion(CustomGraphModulePass):
+    """A pass that changes nothing: keys Inductor's caches on openreg's code generators (Note
+    [Inductor's cache knows openreg's code generators])."""
+
+    def __call__(self, gm: torch.fx.GraphModule) -> None:
+        return None
+
+    def uuid(self) -> bytes:
+        return get_hash_for_files((__file__, *_seam.code_files()))
+
+
 def register() -> None:
     """Register openreg with Dynamo and Inductor (idempotent)."""
     from torch._dynamo.device_interface import register_interface_for_device
@@ -318,9 +279,10 @@ def register() -> None:
     register_device_op_overrides(DEVICE, OpenRegDeviceOpOverrides())
     register_backend_for_device(
         DEVICE,
-        OpenRegScheduling,
-        OpenRegWrapperCodegen,
+        _seam.subclass("Scheduling", OpenRegScheduling),
+        _seam.subclass("PythonWrapperCodegen", OpenRegWrapperCodegen),
         OpenRegCppWrapperCodegen,  # type: ignore[arg-type]
+        device_custom_pass=CodegenVersion(),
     )
     for flag in GPU_ONLY_LOOP_TRANSFORMS:
         _set_process_default(flag, False)

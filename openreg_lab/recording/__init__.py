@@ -13,15 +13,44 @@
 Nothing here imports the views (Note [Views are plugged in] in ``session``).
 """
 
-from openreg_lab.recording.session import (
-    Trace,
-    TraceDroppedEventsWarning,
-    TraceForkedWarning,
-    load_trace,
-    mark,
-    trace,
-)
-from openreg_lab.recording.steps import step
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from openreg_lab.recording.session import (
+        Trace,
+        TraceDroppedEventsWarning,
+        TraceForkedWarning,
+        load_trace,
+        mark,
+        trace,
+    )
+    from openreg_lab.recording.steps import step
+
+# The names load on first use: the device's registration with Inductor imports this package's
+# ``compiled`` (Note [The lab's seam in Python]), and pandas and the tables would cost it half a
+# second in every process that compiles, traced or not.
+_LAZY = {
+    "Trace": "openreg_lab.recording.session",
+    "TraceDroppedEventsWarning": "openreg_lab.recording.session",
+    "TraceForkedWarning": "openreg_lab.recording.session",
+    "load_trace": "openreg_lab.recording.session",
+    "mark": "openreg_lab.recording.session",
+    "trace": "openreg_lab.recording.session",
+    "step": "openreg_lab.recording.steps",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load ``trace``, ``Trace`` and the other public names on first use."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Trace",

@@ -34,8 +34,8 @@ import pandas as pd
 import torch
 
 from openreg_lab import _C
-from openreg_lab.device import _compile
 from openreg_lab.recording import analysis, chrome, distributed, files, perfetto, steps
+from openreg_lab.recording import compile_events as _compile_events
 from openreg_lab.recording import events as _events
 from openreg_lab.recording import host as _host
 from openreg_lab.recording import verdict as _verdict
@@ -313,9 +313,9 @@ class Trace:
 
     def _open(self) -> None:
         self.profile = _C.profile_name()
-        # Registering the compile hooks imports parts of torch._dynamo the first time (seconds):
+        # Installing the compile callbacks imports parts of torch._dynamo the first time (seconds):
         # the tracer's own start-up, before the trace's clock starts.
-        _compile.register_if_dynamo_loaded()  # so that compilations inside are recorded
+        _compile_events.install_if_dynamo_loaded()  # so that compilations inside are recorded
         if self.host_sampling:
             self._opener = threading.get_native_id()
             self._sampler = _host.Sampler()

@@ -416,3 +416,34 @@ def test_compiled_code_reads_the_current_openreg_stream_through_torch_accelerato
     out, stream = torch.compile(f, backend=_counter(), fullgraph=True)(torch.ones(3, device="openreg"))
     assert out.tolist() == [3.0, 3.0, 3.0]
     assert (stream.device, stream.stream_id) == (torch.device("openreg", 0), 0)
+
+
+def test_the_template_compiles_alone_and_the_lab_attaches_through_its_seam():
+    # Note [The lab's seam in Python]: with nothing attached, Inductor gets the template's own classes
+    # and its generated code names no recorder; with the lab, its subclasses of them.
+    code = """
+import sys, torch, openreg_lab
+from openreg_lab.device import _inductor, _seam
+from torch._inductor.utils import run_and_get_code
+_seam.use_lab(lambda: None)  # the template as a vendor copies it: no lab
+x = torch.randn(8)
+out, (src,) = run_and_get_code(torch.compile(lambda t: (t * 2).exp() + 1), x.to("openreg"))
+torch.testing.assert_close(out.cpu(), (x * 2).exp() + 1)
+print(torch.openreg.PythonWrapperCodegen is _inductor.OpenRegWrapperCodegen,
+      torch.openreg.Scheduling is _inductor.OpenRegScheduling,
+      "_openreg" in src, "openreg_lab.recording" in sys.modules)
+"""
+    result = run_python(code)
+    assert (result.returncode, result.stdout.split()) == (0, ["True", "True", "False", "False"]), (
+        result.stderr
+    )
+    from openreg_lab.device import _inductor
+
+    wrapper, scheduling = torch.openreg.PythonWrapperCodegen, torch.openreg.Scheduling
+    assert (
+        issubclass(wrapper, _inductor.OpenRegWrapperCodegen)
+        and wrapper.__module__ == "openreg_lab.recording.compiled"
+    )
+    assert (
+        issubclass(scheduling, _inductor.OpenRegScheduling) and scheduling is not _inductor.OpenRegScheduling
+    )

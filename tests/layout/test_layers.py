@@ -119,7 +119,7 @@ def test_no_public_name_is_shadowed_by_a_module():
             )
 
 
-CSRC = Path(__file__).resolve().parent.parent / "csrc"
+CSRC = Path(__file__).resolve().parents[2] / "csrc"
 # The folders a vendor copies (the template): they reach the recorder (csrc/trace) only through
 # its one seam header (Note [The lab's seam]).
 TEMPLATE = ("runtime", "aten", "distributed")
@@ -177,3 +177,59 @@ def test_the_repetition_check_sees_a_copy():
     assert list(_repeated_runs({"x.cpp": body, "y.cpp": "int z;\n" + body}, 5).values()) == [
         [("x.cpp", 1), ("y.cpp", 2)]
     ]
+
+
+# The Python side of the seam (Note [The lab's seam in Python] in openreg_lab/device/_seam.py): the
+# device layer's modules hold no recorder code; the lab attaches through _seam alone.
+PY_SEAM = "openreg_lab.device._seam"
+
+
+def _recorder_code(text: str) -> list[str]:
+    """What in a module's code names the recorder: an import of the recording layer (``import``,
+    ``from ... import`` or a module name in a string, as importlib takes), a ``_C._trace_*`` function,
+    or a string of code (not a docstring) calling the recorder's runtime, as generated code would."""
+    found = []
+    tree = ast.parse(text)
+    docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("openreg_lab.recording")]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("openreg_lab.recording"):
+            found.append(str(node.module))
+        elif isinstance(node, ast.ImportFrom) and node.module == "openreg_lab":
+            found += [f"openreg_lab.{a.name}" for a in node.names if a.name == "recording"]
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_trace_"):
+            found.append(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            # A module name importlib takes, or generated code calling the recorder's runtime.
+            found += re.findall(
+                r"\bopenreg_lab\.recording[\w.]*|\b_?compiled_runtime\b|\b_trace_\w+", node.value
+            )
+    return found
+
+
+def test_the_device_layer_reaches_the_recorder_only_through_its_seam():
+    device = {m: p for m, p in MODULES.items() if m.startswith("openreg_lab.device.")}
+    assert PY_SEAM in device and len(device) > 10  # the modules were found
+    offenders = {m: bad for m, p in sorted(device.items()) if (bad := _recorder_code(p.read_text()))}
+    assert offenders == {}, f"attach recorder code through {PY_SEAM} instead: {offenders}"
+    # The seam itself names no recorder either: the lab hands it its loader from the package's top.
+    assert _recorder_code(device[PY_SEAM].read_text()) == []
+    # The registration consults it: the Scheduling and wrapper Inductor gets, and the callbacks.
+    assert "_seam.subclass(" in device["openreg_lab.device._inductor"].read_text()
+    assert "_seam.registered()" in device["openreg_lab.device._compile"].read_text()
+
+
+def test_the_python_seam_check_sees_recorder_code():
+    assert _recorder_code("from openreg_lab.recording import compile_events") == ["openreg_lab.recording"]
+    assert _recorder_code("import openreg_lab.recording.compiled as c") == ["openreg_lab.recording.compiled"]
+    assert _recorder_code("from openreg_lab import recording") == ["openreg_lab.recording"]
+    assert _recorder_code("from openreg_lab import _C\n_C._trace_intern('x')") == ["_trace_intern"]
+    assert _recorder_code("importlib.import_module('openreg_lab.recording.compiled')") == [
+        "openreg_lab.recording.compiled"
+    ]
+    # Generated code calling the recorder (the wrapper of openreg_lab/device/_inductor.py wrote it).
+    assert _recorder_code("RUNTIME = 'openreg_lab.device._compiled_runtime'") == ["_compiled_runtime"]
+    assert _recorder_code("line = f'_C._trace_scope_end({t})'") == ["_trace_scope_end"]
+    assert _recorder_code("from openreg_lab import _C\n_C.mark_initialized()") == []  # the device's own
+    assert _recorder_code('"""Calls ``_trace_intern`` (openreg_lab.recording)."""') == []  # prose only

@@ -20,7 +20,7 @@
 #include "aten/fallback/Fallback.h"
 #include "aten/native/Loops.h"
 #include "runtime/Generator.h"
-#include "trace/Hooks.h"
+#include "trace/Seam.h"
 
 #include <ATen/ops/clone_ops.h>
 #include <ATen/ops/empty_like_ops.h>

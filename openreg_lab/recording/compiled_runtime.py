@@ -1,8 +1,10 @@
 """What the code Inductor generates for openreg calls at run time (Note [Compiled code in the trace]).
 
-Imported by each generated module when it loads; imports only ``openreg_lab._C`` so that loading
-a cached graph stays cheap. ``compiled_begin`` / ``compiled_end`` are the recorder's C++ hooks
-themselves: with no trace open each is one relaxed atomic load behind a pybind11 call.
+Imported by each generated module when it loads (the traced wrapper of ``compiled.py`` writes the
+import); imports only ``openreg_lab._C`` itself, so that loading a cached graph stays cheap (the
+recording package is loaded already: the lab attached it at the device's registration).
+``compiled_begin`` / ``compiled_end`` are the recorder's C++ hooks themselves: with no trace open
+each is one relaxed atomic load behind a pybind11 call.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def graph_name(part: str) -> str:
     """
     import torch
 
-    from openreg_lab.device import _compile_events
+    from openreg_lab.recording import compile_events as _compile_events
 
     _compile_events.install()  # after a reset (Note [A Dynamo reset inside a trace])
     compile_id = torch._guards.CompileContext.current_compile_id()

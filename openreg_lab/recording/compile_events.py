@@ -13,7 +13,7 @@ Note [A Dynamo reset inside a trace]
 later compilation went unrecorded, and two functions compiled on either side of the reset made
 two regions named ``graph 0/0 inference``. Dynamo offers no callback on reset, so openreg notices
 it at the next compilation, from two points Dynamo keeps across resets: Inductor loading openreg's
-generated module (``_compiled_runtime.graph_name``) and a bytecode hook (every frame Dynamo
+generated module (``compiled_runtime.graph_name``) and a bytecode hook (every frame Dynamo
 compiles, whatever the backend). Both put the callbacks back (:func:`install`); the compilation
 under way is then recorded from its end, its start read from Dynamo's metrics (its span, without
 its children). A reset noticed while a trace is open starts a new epoch, and names made in an
@@ -24,6 +24,7 @@ epoch other than 0 say so (``compile 0/0 (after reset 1)``, ``graph 0/0 inferenc
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import Any
@@ -113,6 +114,13 @@ def _on_end(args: Any) -> None:
             _C._trace_compile(_C._trace_intern("graph break"), _C._trace_intern(text), 0)
     _breaks_seen.clear()
     _breaks_seen.update(breaks)
+
+
+def install_if_dynamo_loaded() -> None:
+    """:func:`install` if Dynamo is already imported (a trace opening: compilations inside it are
+    recorded; cheap otherwise, one dict lookup)."""
+    if "torch._dynamo" in sys.modules:
+        install()
 
 
 def install() -> None:
