@@ -38,7 +38,7 @@ std::vector<std::string> g_skip_prefixes;
 // policy's "warn") into Python warnings when the call returns. The code
 // Inductor generates calls ops through torch.ops, whose binding installs none,
 // so the same warning went to stderr and `warnings` never saw it. Each
-// compiled graph's call (_compiled_runtime.region) runs under one, as an eager
+// compiled graph's call (recording/compiled_runtime.py: region) runs under one, as an eager
 // call would.
 py::object call_with_python_warnings(const py::object& call, const py::object& args) {
   py::object result;
