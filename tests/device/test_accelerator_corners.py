@@ -147,7 +147,7 @@ DEVICE_MESH = textwrap.dedent(
     before = torch.openreg.is_initialized()
     mesh = init_device_mesh("openreg", (2,))
     x = torch.ones(1, device="openreg")
-    line = f"{os.environ['LOCAL_RANK']} {before} {torch.openreg.current_device()} {x.device} {mesh.size()}\n"
+    line = f"{os.environ['LOCAL_RANK']} {before} {torch.openreg.current_device()} {x.device} {mesh.size()}\\n"
     os.write(1, line.encode())  # one write: the two ranks share torchrun's stdout
     torch.distributed.destroy_process_group()
     """
