@@ -176,22 +176,34 @@ def _shut_down_kernels(server: JupyterServer) -> None:
 
 
 #: What Notebook 7 runs by default: its harness, the tour and one dashboard test. Notebook 7 draws
-#: the same widgets through the same JupyterLab components, every notebook and view test runs in
-#: JupyterLab (and every notebook in nbclient, tests/notebooks/test_notebooks.py), and each browser
-#: run costs 20-45 s of the suite's 30-minute budget; the other Notebook 7 runs are kept for
-#: ``-m slow``.
+#: the same widgets through the same JupyterLab components, every view test runs in JupyterLab, and
+#: each browser run costs 20-45 s of the suite's 30-minute budget; the other Notebook 7 runs are
+#: kept for ``-m slow``.
 NOTEBOOK_7_DEFAULT = {
     "test_harness_renders_widgets_and_their_round_trips": None,
     "test_notebook_in_the_browser": "01-tour.ipynb",
     "test_dashboard_clicks": None,
 }
+#: Notebooks whose JupyterLab run is kept for ``-m slow`` too: their views (the dispatch explorer,
+#: the coverage view, the dashboard) are drawn in the browser by the other notebooks' runs and the
+#: view tests, and nbclient runs every notebook by default, checking each shows its views with a
+#: text/html fallback (tests/notebooks/test_notebooks.py).
+LAB_SLOW = {
+    "02-dispatch-keys.ipynb",
+    "04-autocast.ipynb",
+    "05-writing-a-kernel.ipynb",
+    "06-emulating-a-backend.ipynb",
+}
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the Notebook 7 runs outside ``NOTEBOOK_7_DEFAULT`` ``slow`` (the suite's time budget)."""
+    """Mark the Notebook 7 runs outside ``NOTEBOOK_7_DEFAULT`` and the JupyterLab runs of ``LAB_SLOW``
+    ``slow`` (the suite's time budget)."""
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
+        if params.get("jupyter") == "lab" and params.get("name") in LAB_SLOW:
+            item.add_marker(pytest.mark.slow)
         if params.get("jupyter") != "notebook":
             continue
         name = getattr(item, "originalname", item.name)
