@@ -175,15 +175,14 @@ def _shut_down_kernels(server: JupyterServer) -> None:
             pass
 
 
-#: What Notebook 7 runs by default: its harness, the tour and one dashboard test. Notebook 7 draws
+#: What Notebook 7 runs by default: the tour. Notebook 7 draws
 #: the same widgets through the same JupyterLab components, every view test runs in JupyterLab, and
 #: each browser run costs 20-45 s of the suite's 30-minute budget; the other Notebook 7 runs are
 #: kept for ``-m slow``.
-NOTEBOOK_7_DEFAULT = {
-    "test_harness_renders_widgets_and_their_round_trips": None,
-    "test_notebook_in_the_browser": "01-tour.ipynb",
-    "test_dashboard_clicks": None,
-}
+NOTEBOOK_7_DEFAULT = {"test_notebook_in_the_browser": "01-tour.ipynb"}
+#: View tests whose JupyterLab run is kept for ``-m slow`` as well (the suite's budget): the
+#: kernels-only dashboard's note is checked on its data in tests/recording/test_trace_kernel_ops.py.
+LAB_SLOW_TESTS = {"test_dashboard_of_a_kernels_only_trace_says_so"}
 #: Notebooks whose JupyterLab run is kept for ``-m slow`` too: their views (the dispatch explorer,
 #: the coverage view, the dashboard) are drawn in the browser by the other notebooks' runs and the
 #: view tests, and nbclient runs every notebook by default, checking each shows its views with a
@@ -199,10 +198,11 @@ LAB_SLOW = {
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the Notebook 7 runs outside ``NOTEBOOK_7_DEFAULT`` and the JupyterLab runs of ``LAB_SLOW``
-    ``slow`` (the suite's time budget)."""
+    and ``LAB_SLOW_TESTS`` ``slow`` (the suite's time budget)."""
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if params.get("jupyter") == "lab" and params.get("name") in LAB_SLOW:
+        lab_slow = params.get("name") in LAB_SLOW or getattr(item, "originalname", "") in LAB_SLOW_TESTS
+        if params.get("jupyter") == "lab" and lab_slow:
             item.add_marker(pytest.mark.slow)
         if params.get("jupyter") != "notebook":
             continue
