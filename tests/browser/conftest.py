@@ -175,11 +175,11 @@ def _shut_down_kernels(server: JupyterServer) -> None:
             pass
 
 
-#: What Notebook 7 runs by default: the tour. Notebook 7 draws
-#: the same widgets through the same JupyterLab components, every view test runs in JupyterLab, and
-#: each browser run costs 20-45 s of the suite's 30-minute budget; the other Notebook 7 runs are
-#: kept for ``-m slow``.
-NOTEBOOK_7_DEFAULT = {"test_notebook_in_the_browser": "01-tour.ipynb"}
+#: The one Notebook 7 run of the default selection (test, notebook): the tour. Notebook 7 draws the
+#: same widgets through the same JupyterLab components, every view test runs in JupyterLab, and each
+#: browser run costs 20-45 s of the suite's 30-minute budget; the other Notebook 7 runs are kept
+#: for ``-m slow``.
+NOTEBOOK_7_DEFAULT = ("test_notebook_in_the_browser", "01-tour.ipynb")
 #: View tests whose JupyterLab run is kept for ``-m slow`` as well (the suite's budget): the
 #: kernels-only dashboard's note is checked on its data in tests/recording/test_trace_kernel_ops.py.
 LAB_SLOW_TESTS = {"test_dashboard_of_a_kernels_only_trace_says_so"}
@@ -206,6 +206,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
         if params.get("jupyter") != "notebook":
             continue
-        name = getattr(item, "originalname", item.name)
-        if name not in NOTEBOOK_7_DEFAULT or NOTEBOOK_7_DEFAULT[name] not in (None, params.get("name")):
+        if (getattr(item, "originalname", item.name), params.get("name")) != NOTEBOOK_7_DEFAULT:
             item.add_marker(pytest.mark.slow)
