@@ -43,3 +43,18 @@ def table_rows(text: str, title: str) -> list[list[str]]:
             break
         rows.append([cell.strip() for cell in line.split("  ") if cell.strip()])
     return rows
+
+
+def with_default_sigint(argv: list[str]) -> list[str]:
+    """``argv`` started with SIGINT at its default action, whatever this process inherited.
+
+    A shell without job control starts a background command (``pytest ... &``, a CI runner's
+    step) with SIGINT ignored; the setting is inherited through fork and exec, and a Python started
+    with SIGINT ignored keeps ignoring it, as it should (``python script.py &`` does the same). A
+    test that interrupts its child must therefore reset it first: here in a shim that then execs
+    ``argv`` (``preexec_fn`` is not safe in a process with threads, such as pytest with torch)."""
+    shim = (
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+        "os.execv(sys.argv[1], sys.argv[1:])"
+    )
+    return [sys.executable, "-c", shim, *argv]
