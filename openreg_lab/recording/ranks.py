@@ -13,8 +13,12 @@ the merged report (``views.ranks``) only draws them.
 
 Note [Straggler attribution]
 At a collective, the others wait for the last rank to arrive. Why it arrived late is in what it
-did since its previous collective: on each rank the window runs from the start of its previous
-collective (its trace's start for the first) to the start of this one. Each op's self time (Note
+did since its previous collective: on each rank the window runs from the moment it was released
+from its previous collective (the end of the op that issued it, in which a blocking collective
+waits; its trace's start for the first) to the moment it issued this one (the start of the op that
+issued it). The time a rank spends inside a collective, waiting for the others, is thus nobody's
+cause: before, a rank that waited 300 ms at one collective carried that wait into the next window
+as time outside ops, and was blamed for it. Each op's self time (Note
 [Self time]) and each ``compile`` event is summed per name and source line in its window; the late
 rank's sum minus the median of the other ranks' (0 on a rank that did not run it) is that op's
 excess. Time in the window that no op and no wait on a collective explains (Python, sleeps, data
@@ -80,16 +84,34 @@ def merged_events(traces: Sequence[_RankTrace], ranks: Sequence[int]) -> pd.Data
     return pd.DataFrame(columns)
 
 
+def _spans(e: pd.DataFrame, shift: int, mine: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """When this rank issued each of its collectives (``mine``, by start) and when it was released
+    from it: the op that issued it (``parent``; a blocking collective waits inside it) from start
+    to end, else the collective's own start. Both never decrease (Note [Straggler attribution])."""
+    at = mine["start_ns"].to_numpy().astype(np.int64)
+    issue, release = at.copy(), at.copy()
+    row = pd.Index(e["id"].to_numpy()).get_indexer(mine["parent"].to_numpy())
+    has = row >= 0
+    if has.any():
+        p_start = e["start_ns"].to_numpy().astype(np.int64)[row[has]] + shift
+        p_dur = e["dur_ns"].to_numpy().astype(np.int64)[row[has]]
+        issue[has] = np.minimum(p_start, at[has])
+        release[has] = np.where(p_dur >= 0, np.maximum(p_start + p_dur, at[has]), at[has])
+    return np.maximum.accumulate(issue), np.maximum.accumulate(release)
+
+
 def _windows(t: _RankTrace, shift: int, mine: pd.DataFrame, rank: int) -> pd.DataFrame:
     """One rank's op time per collective window, name and source (Note [Straggler attribution])."""
     e = t.events
-    starts = mine["start_ns"].to_numpy().astype(np.int64)  # this rank's collectives, by start
+    issue, release = _spans(e, shift, mine)
     keys = mine["key"].to_numpy()
-    n = len(starts)
+    n = len(issue)
+    begin = np.r_[shift, release[:-1]]  # window i: [release of i-1 (the trace's start), issue of i)
     kind = e["kind"].to_numpy()
     start = e["start_ns"].to_numpy().astype(np.int64) + shift
-    which = np.searchsorted(starts, start, side="right")  # window i: [start of i-1, start of i)
+    which = np.searchsorted(issue, start, side="right")  # the first collective issued after it
     inside = which < n
+    inside[inside] = start[inside] >= begin[which[inside]]  # not inside a collective's own span
     is_work = ((kind == "op") | (kind == "compile")) & inside
     self_ns = analysis.self_time(e)
     source = e["source"].to_numpy()
@@ -108,9 +130,7 @@ def _windows(t: _RankTrace, shift: int, mine: pd.DataFrame, rank: int) -> pd.Dat
     is_wait[is_wait] = [str(n).startswith("wait ") for n in e["name"].to_numpy()[is_wait]]
     blocked = np.bincount(which[is_wait], weights=np.maximum(e["dur_ns"].to_numpy()[is_wait], 0), minlength=n)
     busy = np.bincount(frame["w"].to_numpy(), weights=frame["ns"].to_numpy(), minlength=n)
-    first = shift  # the rank's trace began here
-    bounds = np.r_[first, starts]
-    wall = np.maximum(bounds[1:] - bounds[:-1], 0)
+    wall = np.maximum(issue - begin, 0)
     outside = pd.DataFrame(
         {
             "w": np.arange(n),
@@ -337,6 +357,29 @@ class JobVerdict:
         return "\n".join(self.lines())
 
 
+def _straggler(merged: pd.DataFrame, held: pd.Series, startup: str | None) -> int | None:
+    """The rank the others waited for most (Note [Start-up is not a straggler])."""
+    if not len(held) or held.max() <= 0:
+        return None
+    later = merged[merged["last"] & (merged["key"] != startup)]
+    after = later.groupby("global_rank")["late_ns"].sum()
+    if len(after) and after.max() > 0:
+        return int(after.idxmax())
+    return int(held.idxmax())
+
+
+# Note [Start-up is not a straggler]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Ranks start at different times (process launch, imports, the rendezvous), so the first collective
+# nearly always waits for someone, often for longer than every later collective together (106 ms
+# against a few ms in a torchrun job of two ranks). Naming that rank would answer "who started up
+# last", not "why is my job slow", and who it is varies from run to run. So the straggler is the
+# rank the others waited for most at the collectives after the first one; only when nobody was late
+# after start-up does the first collective decide. The per-rank table still counts every wait, the
+# headline says how much of the straggler's was start-up, and a note says when another rank was the
+# last to start.
+
+
 def job_verdict(
     traces: Sequence[_RankTrace], merged: pd.DataFrame, events: pd.DataFrame, found: pd.DataFrame
 ) -> JobVerdict:
@@ -348,7 +391,6 @@ def job_verdict(
     span = int((events["start_ns"] + events["dur_ns"].clip(lower=0)).max()) if len(events) else 0
     n = int(merged["key"].nunique()) if len(merged) else 0
     held = per_rank.set_index("rank")["held_up_ns"]
-    straggler = int(held.idxmax()) if len(held) and held.max() > 0 else None
     first = traces[0].job
     notes: list[Any] = []
     startup = None
@@ -362,6 +404,12 @@ def job_verdict(
             last = rows[rows["last"]]
             startup_last = int(last["global_rank"].iloc[0]) if len(last) else None
             startup_ns = int(rows["late_ns"].max())
+    straggler = _straggler(merged, held, startup)
+    if straggler is not None and startup_last is not None and startup_last != straggler:
+        notes.append(
+            f"rank {startup_last} was last at the first collective ({theme.format_ns(startup_ns)} "
+            "while the ranks started up); start-up is left out in naming the rank the others waited for"
+        )
     world = first.world_size if first is not None else None
     if world is not None and len(ranks) < world:
         missing = sorted(set(range(world)) - set(ranks))
@@ -375,7 +423,7 @@ def job_verdict(
         per_rank=per_rank,
         causes=found,
         straggler=straggler,
-        held_up_ns=int(held.max()) if len(held) else 0,
+        held_up_ns=int(held.loc[straggler]) if straggler is not None else 0,
         notes=notes,
         startup_key=startup,
         startup_ns=startup_ns if straggler is not None and startup_last == straggler else 0,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import datetime
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -545,13 +546,18 @@ def traced_collectives(rank: int, world: int, path: str) -> dict[str, Any]:
     }
 
 
-def straggler(rank: int, world: int, path: str, extra: int) -> dict[str, Any]:
-    """Rank 1 runs ``extra`` more matrix products than the others before the second all_reduce
-    (its source line is returned): the straggler the merged view must name, with that op and line."""
+def straggler(rank: int, world: int, path: str, extra: int, late_start: float = 0.0) -> dict[str, Any]:
+    """Rank 1 runs ``extra`` more 384x384 matrix products (a few ms each, so that the wait they
+    cause outweighs a loaded machine's scheduling noise) than the others before the second
+    all_reduce (its source line is returned): the straggler the merged view must name, with that op
+    and line. Rank 0 sleeps ``late_start`` seconds before the first all_reduce: a slow start-up,
+    which must not make it the straggler."""
     dev = _dev(rank)
-    a = torch.randn(96, 96, device=dev)
+    a = torch.randn(384, 384, device=dev)
     with openreg_lab.trace(stack=True) as t:
         x = torch.ones(64, device=dev)
+        if rank == 0:
+            time.sleep(late_start)
         dist.all_reduce(x)
         for _ in range(3):
             a = torch.tanh(a)
