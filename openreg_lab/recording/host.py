@@ -132,6 +132,73 @@ class Samples:
         return Samples(**s, **n, strings=self.strings, interval_ns=self.interval_ns)
 
 
+# Note [One sampling thread, parked between traces]
+# Starting a thread per trace cost a trace around 5 small-op training steps about 13% of its CPU
+# time (benchmarks/bench_trace.py host; a sampler left running over the same steps, 1-3%): the new
+# thread's start and end each take the GIL from the busy thread, besides the thread's own
+# creation. So the process keeps one bare sampling thread (not a threading.Thread: nothing joins it
+# at exit, and threading.enumerate() does not list it). Between traces it waits on a lock without
+# the GIL; a trace's sampler is handed to it when it is free, or when the sampler it runs has been
+# stopped and it only has to notice (stop_raw wakes it): then it takes the next at once. Two traces
+# open at once (in two threads, or nested) are not serialised: the second gets a thread of its
+# own, which ends with it. After fork the child starts its own parked thread on first use.
+class _Parked:
+    """The process's parked sampling thread: the samplers handed to it, one at a time."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.lock = _thread.allocate_lock()  # guards current and queued
+        self.go = _thread.allocate_lock()  # released to hand it a sampler
+        self.go.acquire()
+        self.current: Sampler | None = None
+        self.queued: Sampler | None = None
+        self.dead = False  # a sampler raised: the thread ended (its traceback printed)
+        _thread.start_new_thread(self._loop, ())
+
+    def take(self, sampler: Sampler) -> bool:
+        """Hand ``sampler`` to the thread; False when it is busy with a running one, or ended."""
+        with self.lock:
+            if self.dead or self.queued is not None:
+                return False
+            if self.current is not None and not self.current._stopping:
+                return False
+            if self.current is None:
+                self.current = sampler
+                self.go.release()
+            else:
+                self.queued = sampler  # taken when the stopped one returns
+            return True
+
+    def _loop(self) -> None:
+        while True:
+            self.go.acquire()  # parked, without the GIL
+            while True:
+                sampler = self.current
+                if sampler is None:
+                    break
+                try:
+                    sampler._run()
+                except BaseException:
+                    with self.lock:  # a sampler's fault ends this thread, as it did its own
+                        self.dead, queued = True, self.queued
+                    if queued is not None:
+                        _thread.start_new_thread(queued._run, ())
+                    raise
+                with self.lock:
+                    self.current, self.queued = self.queued, None
+
+
+_parked: list[_Parked] = []  # the process's parked thread, once started
+
+
+def _thread_for(sampler: Sampler) -> None:
+    """Run ``sampler`` on the parked thread (Note [One sampling thread, parked between traces])."""
+    if not _parked or _parked[0].pid != os.getpid() or _parked[0].dead:
+        _parked[:] = [_Parked()]
+    if not _parked[0].take(sampler):
+        _thread.start_new_thread(sampler._run, ())
+
+
 class Sampler:
     """Samples every Python thread but its own until ``stop()`` (Note [Host samples])."""
 
@@ -149,12 +216,13 @@ class Sampler:
         self._stat: dict[int, tuple[int | None, int | None]] = {}
         # OS thread id -> (cpu, queue, node, time) when last seen
         self._ran: dict[int, tuple[int, int, int, int]] = {}
+        self._wake = _thread.allocate_lock()  # held while sampling; released by stop_raw
+        self._wake.acquire()
 
     def start(self) -> None:
-        # A bare thread: threading.Thread.start() would wait for it to run, and stop() does not
-        # join it either (Note [Host samples]): a trace around one step must not pay a scheduling
-        # round trip twice.
-        _thread.start_new_thread(self._run, ())
+        """Start sampling, on the process's parked sampling thread when it is free (Note [One
+        sampling thread, parked between traces]), else on a thread of its own."""
+        _thread_for(self)
 
     def stop(self) -> Samples:
         """Stop sampling and return the samples taken so far (the thread ends at its next wake-up)."""
@@ -163,19 +231,23 @@ class Sampler:
     def stop_raw(self) -> tuple[list[tuple[int, int, int, int, int]], list[tuple[int, CodeType, int]], int]:
         """Stop sampling; the rows and nodes as taken, for ``resolve`` to name when first read."""
         self._stopping = True
+        if self._wake.locked():
+            self._wake.release()  # its thread returns at its next hold of the GIL, not a sleep later
         rows = list(self._rows)  # the rows first: a node of a row is in the node list by then
         return rows, list(self._node_list), self.interval_ns
 
     def _run(self) -> None:
         me = threading.get_ident()
         interval = max(self.interval_ns, min(_carried[0], MAX_CARRIED_NS))  # Note [The sampler's budget]
-        window = (time.thread_time_ns(), time.process_time_ns(), time.monotonic_ns(), -1)
+        cpu0 = time.thread_time_ns()
+        window = (cpu0, time.process_time_ns(), time.monotonic_ns(), -1)
         n = 0
         try:
             while not self._stopping:
-                # time.sleep, not an Event: waking takes the GIL once (an Event's wait takes it
-                # several times, each up to the switch interval while another thread runs Python).
-                time.sleep(interval / 1e9)
+                # A lock's timed acquire, not an Event: waking takes the GIL once (an Event's wait
+                # takes it several times, each up to the switch interval while another thread runs
+                # Python), like time.sleep, and stop_raw() can end the wait at once.
+                self._pause(interval / 1e9)
                 if self._stopping:
                     return
                 self._sample(me)
@@ -188,10 +260,14 @@ class Sampler:
         finally:
             if n % ADAPT_EVERY >= 2:  # a short trace: its samples still set the next one's start
                 _carried[0] = self._adapt(interval, window)[0]
-            self.own_cpu_ns = time.thread_time_ns()
+            self.own_cpu_ns = time.thread_time_ns() - cpu0
             for _, fd in self._stat.values():
                 if fd is not None:
                     os.close(fd)
+
+    def _pause(self, seconds: float) -> None:
+        """Wait ``seconds`` between two samples, or until ``stop_raw``."""
+        self._wake.acquire(timeout=seconds)
 
     def _busy(self) -> int:
         """The sampled threads' ns running or in the run queue, summed, as of their last samples."""

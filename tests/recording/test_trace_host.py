@@ -320,14 +320,14 @@ def test_the_sampling_interval_is_carried_to_the_next_sampler_within_bounds(monk
     """Note [The sampler's budget]: a sampler starts at the interval the process's last one ended
     with, at most MAX_CARRIED_NS."""
     slept: list[float] = []
-    real_sleep = time.sleep
+    real_pause = host.Sampler._pause
 
-    def record(seconds: float) -> None:
+    def record(self: host.Sampler, seconds: float) -> None:
         slept.append(seconds)
-        real_sleep(seconds)
+        real_pause(self, seconds)
 
     monkeypatch.setattr(host, "_carried", [host.MAX_INTERVAL_NS])
-    monkeypatch.setattr(host.time, "sleep", record)
+    monkeypatch.setattr(host.Sampler, "_pause", record)
     s = host.Sampler()
     s.start()
     busy(0.02)
@@ -335,3 +335,48 @@ def test_the_sampling_interval_is_carried_to_the_next_sampler_within_bounds(monk
     busy(0.01)  # its last sleep ends
     monkeypatch.undo()
     assert slept and slept[0] == host.MAX_CARRIED_NS / 1e9
+
+
+def _tasks() -> set[int]:
+    import os
+
+    return {int(t) for t in os.listdir("/proc/self/task")}
+
+
+def test_one_parked_thread_samples_trace_after_trace():
+    """Note [One sampling thread, parked between traces]: back-to-back samplers run on one OS
+    thread, which stays (parked) between them; each still takes its own samples."""
+    first = host.Sampler()
+    first.start()  # the parked thread exists from here on
+    busy(0.01)
+    first.stop_raw()
+    before = _tasks()
+    seen: set[int] = set()
+    for _ in range(10):
+        s = host.Sampler(1_000_000)
+        s.start()
+        busy(0.05)  # a busy thread gives up the GIL every 5 ms (the switch interval): a few samples
+        seen |= _tasks() - before
+        rows, nodes, _ = s.stop_raw()
+        assert rows and nodes  # every sampler sampled this thread
+    assert seen == set()  # no thread was started for them: the parked one ran all ten
+    assert len(host._parked) == 1 and not host._parked[0].dead
+
+
+def test_two_samplers_at_once_each_sample_and_the_second_thread_ends():
+    outer = host.Sampler(1_000_000)
+    outer.start()
+    busy(0.005)
+    before = _tasks()
+    inner = host.Sampler(1_000_000)
+    inner.start()  # the parked thread is busy with `outer`: `inner` gets a thread of its own
+    busy(0.05)
+    assert len(_tasks() - before) == 1
+    inner_rows = inner.stop_raw()[0]
+    busy(0.02)
+    outer_rows = outer.stop_raw()[0]
+    assert inner_rows and outer_rows
+    deadline = time.monotonic() + 10
+    while _tasks() - before and time.monotonic() < deadline:  # the inner one's thread ends
+        time.sleep(0.01)
+    assert _tasks() - before == set()
