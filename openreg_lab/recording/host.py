@@ -1,10 +1,10 @@
 """Host time: the Python the traced threads run between and around device ops, sampled.
 
-While a trace is open (``trace(host=True)``, the default), a daemon thread samples every Python
-thread's stack every 1 to 16 ms (Note [The sampler's budget]) and reads how long the thread ran on
-a CPU since the last sample (Note [Host samples]). ``Samples`` is what a trace keeps and saves;
-``intervals``, ``slices`` and ``per_function`` turn it into tables (the timeline's Python lane,
-``Trace.host()``, the verdict).
+While a trace is open (``trace(host=True)``, the default), a sampling thread (one per process,
+parked between traces) samples every Python thread's stack every 1 to 16 ms (Note [The sampler's
+budget]) and reads how long the thread ran on a CPU since the last sample (Note [Host samples]).
+``Samples`` is what a trace keeps and saves; ``intervals``, ``slices`` and ``per_function`` turn it
+into tables (the timeline's Python lane, ``Trace.host()``, the verdict).
 """
 
 from __future__ import annotations
@@ -205,8 +205,8 @@ class Sampler:
     def __init__(self, interval_ns: int = INTERVAL_NS) -> None:
         self.interval_ns = interval_ns
         self._stopping = False
-        #: The sampler thread's own CPU time (ns), set when the thread ends (its next wake-up
-        #: after ``stop``); -1 until then. For benchmarks/bench_trace.py's share of the budget.
+        #: The CPU time (ns) its thread spent on this sampler, set when it returns (woken by
+        #: ``stop_raw``); -1 until then. For benchmarks/bench_trace.py's share of the budget.
         self.own_cpu_ns = -1
         self._rows: list[tuple[int, int, int, int, int]] = []
         self._nodes: dict[tuple[int, int, int], int] = {}
@@ -225,7 +225,7 @@ class Sampler:
         _thread_for(self)
 
     def stop(self) -> Samples:
-        """Stop sampling and return the samples taken so far (the thread ends at its next wake-up)."""
+        """Stop sampling and return the samples taken so far (its thread is woken to return)."""
         return resolve(self.stop_raw())
 
     def stop_raw(self) -> tuple[list[tuple[int, int, int, int, int]], list[tuple[int, CodeType, int]], int]:
