@@ -5,7 +5,8 @@ nothing) and a trace with no op events at all (only the backend's own hooks reco
 step (open + step + close); the cost per recorded event; and how long a million-event trace takes to
 save and load.
 
-.venv/bin/python benchmarks/bench_trace.py [host]   (host: only the host sampling table)
+.venv/bin/python benchmarks/bench_trace.py [host | sampler]
+    host: only the host sampling table; sampler: the sampler's share alone, CPU time, 41 rounds
 """
 
 from __future__ import annotations
@@ -259,6 +260,31 @@ def host_table() -> None:
     )  # fmt: skip
 
 
+def sampler_table(runs: int = 2) -> None:
+    """The host sampler's share on its own, finer than ``host_table``: CPU time only, 41 rounds,
+    ``runs`` times per model, the sampler alone and ``ops="kernels"`` with and without it (the
+    figures behind the README's paragraph on host time; the machine's noise moves a single ratio
+    by about 0.1, so read the medians)."""
+    rows = []
+    for name, model, x, y, loss_fn in _cases():
+        run = _steps(model, x, y, loss_fn)
+        variants = [
+            run,
+            _wrapped(run, _sampler_alone),
+            _wrapped(run, lambda: openreg_lab.trace(ops="kernels", host=False)),
+            _wrapped(run, lambda: openreg_lab.trace(ops="kernels")),
+        ]
+        for i in range(runs):
+            times = compare(variants, rounds=41, target_s=0.1, clock=time.process_time)
+            ratios = [f"{t / times[0]:.3f}" for t in times[1:]]
+            rows.append([name, str(i + 1), fmt_time(times[0] / STEPS), *ratios])
+    print_table(
+        ["model", "run", "untraced step (CPU)", "host sampler alone", "ops=kernels, host=False",
+         "ops=kernels (host on)"],
+        rows,
+    )  # fmt: skip
+
+
 def one_step_table() -> None:
     """A trace around a single step: opening and closing it are not amortised."""
     rows = []
@@ -408,6 +434,9 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; ratios are traced / untraced")
     if sys.argv[1:] == ["host"]:
         host_table()
+        return
+    if sys.argv[1:] == ["sampler"]:
+        sampler_table()
         return
     host_table()
     print()
