@@ -51,9 +51,13 @@ Work::Work(c10::intrusive_ptr<c10d::Work> transport, std::shared_ptr<AheadCall> 
 // caller waits or polls, and their event ends then.
 void Work::finish_once(std::exception_ptr error) {
   std::call_once(finished_, [&] {
-    if (ahead_ != nullptr && !ahead_->over.exchange(true)) {
+    if (ahead_ != nullptr) {
       // Issued ahead of the agreement: if the ranks disagreed, that is the
-      // error to report (Note [Ranks agree before Gloo runs]).
+      // error to report (Note [Ranks agree before Gloo runs]). Asked whoever
+      // finishes first: the watchdog may have found the disagreement (and set
+      // `over`) just as the transport completed, after the others' decoy,
+      // and its error must not be lost to the transport's success.
+      ahead_->over = true;
       if (std::shared_ptr<Agreement> agreement = agreement_.lock()) {
         if (std::exception_ptr disagreement = agreement->disagreement(*ahead_)) {
           error = disagreement;
