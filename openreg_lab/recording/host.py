@@ -134,7 +134,8 @@ class Samples:
 
 # Note [One sampling thread, parked between traces]
 # Starting a thread per trace cost a trace around 5 small-op training steps about 13% of its CPU
-# time (benchmarks/bench_trace.py host; a sampler left running over the same steps, 1-3%): the new
+# time (benchmarks/bench_trace.py sampler, "host sampler alone"; a sampler left running over the
+# same steps, 1-3%): the new
 # thread's start and end each take the GIL from the busy thread, besides the thread's own
 # creation. So the process keeps one bare sampling thread (not a threading.Thread: nothing joins it
 # at exit, and threading.enumerate() does not list it). Between traces it waits on a lock without
