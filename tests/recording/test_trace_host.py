@@ -7,6 +7,8 @@ from __future__ import annotations
 import copy
 import html
 import inspect
+import os
+import threading
 import time
 import zipfile
 
@@ -337,46 +339,53 @@ def test_the_sampling_interval_is_carried_to_the_next_sampler_within_bounds(monk
     assert slept and slept[0] == host.MAX_CARRIED_NS / 1e9
 
 
-def _tasks() -> set[int]:
-    import os
+def _threads_of(monkeypatch: pytest.MonkeyPatch) -> dict[int, set[int]]:
+    """Per sampler (its id()), the OS threads it waited on between samples: the thread it ran on,
+    told apart from whatever other threads the process starts meanwhile (torch's pools)."""
+    ran: dict[int, set[int]] = {}
+    real_pause = host.Sampler._pause
 
-    return {int(t) for t in os.listdir("/proc/self/task")}
+    def record(self: host.Sampler, seconds: float) -> None:
+        ran.setdefault(id(self), set()).add(threading.get_native_id())
+        real_pause(self, seconds)
+
+    monkeypatch.setattr(host.Sampler, "_pause", record)
+    return ran
 
 
-def test_one_parked_thread_samples_trace_after_trace():
+def test_one_parked_thread_samples_trace_after_trace(monkeypatch):
     """Note [One sampling thread, parked between traces]: back-to-back samplers run on one OS
     thread, which stays (parked) between them; each still takes its own samples."""
-    first = host.Sampler()
-    first.start()  # the parked thread exists from here on
-    busy(0.01)
-    first.stop_raw()
-    before = _tasks()
-    seen: set[int] = set()
-    for _ in range(10):
+    ran = _threads_of(monkeypatch)
+    samplers = []
+    for _ in range(11):
         s = host.Sampler(1_000_000)
         s.start()
         busy(0.05)  # a busy thread gives up the GIL every 5 ms (the switch interval): a few samples
-        seen |= _tasks() - before
         rows, nodes, _ = s.stop_raw()
         assert rows and nodes  # every sampler sampled this thread
-    assert seen == set()  # no thread was started for them: the parked one ran all ten
+        samplers.append(s)
+    threads = set().union(*(ran[id(s)] for s in samplers))
+    assert len(threads) == 1  # one thread ran all eleven, one after another
+    assert str(threads.pop()) in os.listdir("/proc/self/task")  # and it is still there, parked
     assert len(host._parked) == 1 and not host._parked[0].dead
 
 
-def test_two_samplers_at_once_each_sample_and_the_second_thread_ends():
+def test_two_samplers_at_once_each_sample_and_the_second_thread_ends(monkeypatch):
+    ran = _threads_of(monkeypatch)
     outer = host.Sampler(1_000_000)
     outer.start()
     busy(0.005)
-    before = _tasks()
     inner = host.Sampler(1_000_000)
     inner.start()  # the parked thread is busy with `outer`: `inner` gets a thread of its own
     busy(0.05)
-    assert len(_tasks() - before) == 1
     inner_rows = inner.stop_raw()[0]
     busy(0.02)
     outer_rows = outer.stop_raw()[0]
     assert inner_rows and outer_rows
+    assert len(ran[id(outer)]) == len(ran[id(inner)]) == 1 and not ran[id(outer)] & ran[id(inner)]
+    (own,) = ran[id(inner)]
     deadline = time.monotonic() + 10
-    while _tasks() - before and time.monotonic() < deadline:  # the inner one's thread ends
-        time.sleep(0.01)
-    assert _tasks() - before == set()
+    while str(own) in os.listdir("/proc/self/task") and time.monotonic() < deadline:
+        time.sleep(0.01)  # the inner one's thread ends
+    assert str(own) not in os.listdir("/proc/self/task")
