@@ -8,6 +8,7 @@ run under the fallback policy "error", so every op they time is an openreg kerne
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -71,24 +72,43 @@ def test_extension_links_torchs_openmp_runtime() -> None:
 
 
 # The OpenMP pool starts num_threads - 1 workers at the first parallel region and keeps them:
-# counting the process's threads around an op shows whether it ran in parallel.
+# counting the process's threads around an op shows whether it ran in parallel. Each op needs a
+# process whose pool has not started: one interpreter per thread count imports torch once and
+# forks a child per op before any parallel region ran (a fork copies only the calling thread).
 THREADS_AROUND_OPS = """
-import json, os, torch, openreg_lab
+import json, os, sys, torch, openreg_lab
 torch.set_num_threads({threads})
 openreg_lab.set_fallback_policy("error")
 def count():
     return len(os.listdir("/proc/self/task"))
-big = torch.empty({n}, device="openreg")  # no kernel touches its elements
-small = torch.empty(64, device="openreg")
-before = count()
-torch.add(small, small)
-small.mul_(2.0)
-torch.relu(small).sum()
-after_small = count()
-{op}
-torch.openreg.synchronize()
-after_large = count()
-print(json.dumps([before, after_small, after_large]))
+def child(op):
+    torch.set_num_threads({threads})
+    big = torch.empty({n}, device="openreg")  # no kernel touches its elements
+    small = torch.empty(64, device="openreg")
+    before = count()
+    torch.add(small, small)
+    small.mul_(2.0)
+    torch.relu(small).sum()
+    after_small = count()
+    eval(op)
+    torch.openreg.synchronize()
+    return [before, after_small, count()]
+out = {{}}
+for name, op in {ops!r}.items():
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            os.write(w, json.dumps(child(op)).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        text = f.read()
+    os.waitpid(pid, 0)
+    out[name] = json.loads(text) if text else "the child wrote nothing"
+print(json.dumps(out))
 """
 
 LARGE_OPS = {
@@ -101,12 +121,17 @@ LARGE_OPS = {
 }
 
 
+@functools.cache
+def _thread_counts(threads: int) -> dict[str, list[int]]:
+    """Per op of LARGE_OPS, the process's thread count before any op, after small ops, and after
+    the op, each op in a fresh child of one interpreter set to ``threads``."""
+    return _run_json(THREADS_AROUND_OPS.format(threads=threads, n=1 << 22, ops=LARGE_OPS))
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("op", sorted(LARGE_OPS))
 def test_large_native_op_uses_torchs_thread_count(op: str, threads: int) -> None:
-    before, after_small, after_large = _run_json(
-        THREADS_AROUND_OPS.format(threads=threads, n=1 << 22, op=LARGE_OPS[op])
-    )
+    before, after_small, after_large = _thread_counts(threads)[op]
     assert after_small == before, "a 64-element op must stay on the calling thread"
     assert after_large - before == threads - 1
 
