@@ -22,6 +22,8 @@ from types import CodeType, FrameType
 import numpy as np
 import pandas as pd
 
+from openreg_lab import _C
+
 #: Time between two samples of the sampler, in ns (the shortest: Note [The sampler's budget]).
 INTERVAL_NS = 1_000_000
 #: The longest time between two samples, in ns.
@@ -58,8 +60,8 @@ RUNNING_SLACK = 0.02
 # run-queue time have not moved since its last sample has the same stack: it is recorded without
 # reading or walking its frames, so threads that wait (a notebook's kernel threads, a loader
 # blocked on a queue) cost one read each. A thread whose CPU clock advanced by all but
-# RUNNING_SLACK of the interval ran through it: its schedstat (a /proc read, the larger part of a
-# sample of one busy thread) is not read, and the gap counts as run-queue time, so such an interval
+# RUNNING_SLACK of the interval ran through it: the gap counts as run-queue time whatever its
+# schedstat says (which lags a thread still in the queue when it is read), so such an interval
 # never reads as waiting (Note [Host samples]).
 _carried = [INTERVAL_NS]  # the interval the process's last sampler ended with
 
@@ -154,6 +156,9 @@ class _Parked:
         self.current: Sampler | None = None
         self.queued: Sampler | None = None
         self.dead = False  # a sampler raised: the thread ended (its traceback printed)
+        #: Per OS thread its clock id and schedstat fd, kept across traces (Note [Clock reads keep
+        #: the GIL]); only this thread touches it.
+        self.handles: dict[int, tuple[int | None, int | None]] = {}
         _thread.start_new_thread(self._loop, ())
 
     def take(self, sampler: Sampler) -> bool:
@@ -178,7 +183,7 @@ class _Parked:
                 if sampler is None:
                     break
                 try:
-                    sampler._run()
+                    sampler._run(self.handles)
                 except BaseException:
                     with self.lock:  # a sampler's fault ends this thread, as it did its own
                         self.dead, queued = True, self.queued
@@ -195,6 +200,9 @@ _parked: list[_Parked] = []  # the process's parked thread, once started
 def _thread_for(sampler: Sampler) -> None:
     """Run ``sampler`` on the parked thread (Note [One sampling thread, parked between traces])."""
     if not _parked or _parked[0].pid != os.getpid() or _parked[0].dead:
+        if _parked and _parked[0].pid != os.getpid():
+            for h in _parked[0].handles.values():  # a forked child's copies of the parent's fds
+                _close(h)
         _parked[:] = [_Parked()]
     if not _parked[0].take(sampler):
         _thread.start_new_thread(sampler._run, ())
@@ -237,7 +245,12 @@ class Sampler:
         rows = list(self._rows)  # the rows first: a node of a row is in the node list by then
         return rows, list(self._node_list), self.interval_ns
 
-    def _run(self) -> None:
+    def _run(self, keep: dict[int, tuple[int | None, int | None]] | None = None) -> None:
+        """Sample until stopped. ``keep``: the clock ids and schedstat fds per OS thread that
+        outlive this sampler (the parked thread's, Note [Clock reads keep the GIL]); None: its own,
+        closed when it returns."""
+        if keep is not None:
+            self._stat = keep
         me = threading.get_ident()
         interval = max(self.interval_ns, min(_carried[0], MAX_CARRIED_NS))  # Note [The sampler's budget]
         cpu0 = time.thread_time_ns()
@@ -262,9 +275,13 @@ class Sampler:
             if n % ADAPT_EVERY >= 2:  # a short trace: its samples still set the next one's start
                 _carried[0] = self._adapt(interval, window)[0]
             self.own_cpu_ns = time.thread_time_ns() - cpu0
-            for _, fd in self._stat.values():
-                if fd is not None:
-                    os.close(fd)
+            if keep is None:
+                for h in self._stat.values():
+                    _close(h)
+            else:  # the parked thread's: kept for the next trace, but for ended threads'
+                alive = {getattr(t, "native_id", None) for t in list(threading._active.values())}  # type: ignore[attr-defined]
+                for tid in [tid for tid in keep if tid not in alive]:
+                    _close(keep.pop(tid))
 
     def _pause(self, seconds: float) -> None:
         """Wait ``seconds`` between two samples, or until ``stop_raw``."""
@@ -292,7 +309,6 @@ class Sampler:
         return interval, (cpu, process, wall, busy)
 
     def _sample(self, me: int) -> None:
-        now = time.monotonic_ns()
         frames = None
         active = threading._active  # type: ignore[attr-defined]  # ident -> Thread, read-only here
         ran = self._ran
@@ -303,7 +319,7 @@ class Sampler:
             if tid is None:
                 continue
             last = ran.get(tid)
-            cpu, queue = self._times(ident, tid, now, last)
+            now, cpu, queue = self._times(ident, tid, last)
             if last is not None and last[0] == cpu and last[1] == queue and cpu >= 0:
                 node = last[2]  # it has not run since its last sample: same stack, no walk
             else:
@@ -352,37 +368,64 @@ class Sampler:
             path.append((key[0], key[1], node))
         return node
 
-    def _times(
-        self, ident: int, tid: int, now: int, last: tuple[int, int, int, int] | None
-    ) -> tuple[int, int]:
-        """The thread's ns on a CPU (its CPU clock: exact, while schedstat's count lags a running
-        thread by up to a scheduler tick) and ns waiting in the run queue (schedstat; 0 without).
-        A thread that ran through all but RUNNING_SLACK of the time since ``last`` is not read from
-        /proc: the gap is taken as run-queue time (Note [The sampler's budget])."""
+    def _times(self, ident: int, tid: int, last: tuple[int, int, int, int] | None) -> tuple[int, int, int]:
+        """When the thread's clocks were read (monotonic ns), its ns on a CPU (its CPU clock: exact,
+        while schedstat's count lags a running thread by up to a scheduler tick) and its ns waiting
+        in the run queue (schedstat; 0 without), read in one call that keeps the GIL (Note [Clock
+        reads keep the GIL]). A thread that ran through all but RUNNING_SLACK of the time since
+        ``last`` gets the gap as run-queue time, whatever schedstat says (Note [The sampler's
+        budget])."""
         h = self._stat.get(tid)
         if h is None:
-            try:
-                clock: int | None = time.pthread_getcpuclockid(ident)
-            except (OSError, AttributeError):
-                clock = None
-            try:
-                fd: int | None = os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
-            except OSError:
-                fd = None
-            h = self._stat[tid] = (clock, fd)
+            h = self._stat[tid] = _handles(ident, tid)
         clock, fd = h
-        try:
-            cpu = time.clock_gettime_ns(clock) if clock is not None else -1
-            if last is not None and cpu >= 0 and last[0] >= 0:
-                gap = (now - last[3]) - (cpu - last[0])
-                if gap <= RUNNING_SLACK * (now - last[3]):
-                    return cpu, last[1] + max(gap, 0)
-            queue = int(os.pread(fd, 64, 0).split()[1]) if fd is not None else 0
-            if last is not None and last[1] > queue:
-                queue = last[1]  # never below a gap taken as run-queue time: the count only grows
-        except (OSError, ValueError, IndexError):
-            return -1, -1  # the thread ended: its time counts as running
-        return cpu, queue if cpu >= 0 else -1
+        now, cpu, queue = _C._host_thread_times(
+            NO_CLOCK if clock is None else clock, -1 if fd is None else fd
+        )
+        if cpu < 0 or (fd is not None and queue < 0):
+            if clock is not None:  # the thread ended (its id may come back: opened afresh)
+                _close(self._stat.pop(tid))
+            return now, -1, -1  # its time counts as running
+        if last is not None and last[0] >= 0:
+            gap = (now - last[3]) - (cpu - last[0])
+            if gap <= RUNNING_SLACK * (now - last[3]):
+                return now, cpu, last[1] + max(gap, 0)
+        if fd is None:
+            queue = 0
+        if last is not None and last[1] > queue:
+            queue = last[1]  # never below a gap taken as run-queue time: the count only grows
+        return now, cpu, queue
+
+
+# Note [Clock reads keep the GIL]
+# A sample reads each thread's CPU clock and schedstat through _C._host_thread_times, which holds
+# the GIL through both (a /proc read of three numbers never blocks). os.pread would give the GIL
+# up: the sampled thread takes it, and the sampler waits up to the switch interval (5 ms) to get it
+# back. That cost the sampled thread two more switches per read, and stretched a sample over
+# milliseconds, so the time it was stamped with was no longer the time its clocks were read: a busy
+# thread read as having waited that long (tests/recording/test_trace_host.py,
+# test_a_thread_that_runs_through_its_intervals_never_reads_as_waiting, failed so in a full run).
+# Each thread's reads now carry their own time. The clock ids and schedstat files are opened once
+# per thread and kept by the parked sampling thread across traces (closed when their thread ends).
+NO_CLOCK = 0x7FFFFFFF  # a clock id no thread has: its read fails, as a missing clock's should
+
+
+def _handles(ident: int, tid: int) -> tuple[int | None, int | None]:
+    """A thread's CPU clock id and an open fd on its schedstat (None where there is none)."""
+    try:
+        clock: int | None = time.pthread_getcpuclockid(ident)
+    except (OSError, AttributeError):
+        clock = None
+    try:
+        fd: int | None = os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
+    except OSError:
+        fd = None
+    return clock, fd
+
+
+def _close(handles: tuple[int | None, int | None]) -> None:
+    if handles[1] is not None:
+        os.close(handles[1])
 
 
 def resolve(

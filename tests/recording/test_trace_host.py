@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import openreg_lab
+from openreg_lab import _C
 from openreg_lab.recording import accounting, host, steps
 from openreg_lab.views import static
 from openreg_lab.views.lod import COLOR_KEYS, Pyramid
@@ -389,3 +390,95 @@ def test_two_samplers_at_once_each_sample_and_the_second_thread_ends(monkeypatch
     while str(own) in os.listdir("/proc/self/task") and time.monotonic() < deadline:
         time.sleep(0.01)  # the inner one's thread ends
     assert str(own) not in os.listdir("/proc/self/task")
+
+
+def _schedstat_queue(tid: int) -> int:
+    with open(f"/proc/self/task/{tid}/schedstat") as f:
+        return int(f.read().split()[1])
+
+
+def test_clock_reads_keep_the_gil_and_carry_their_own_time():
+    """Note [Clock reads keep the GIL]: one call reads a thread's CPU clock, the monotonic time it
+    read it at, and its schedstat's run-queue ns; a clock or file that is gone reads -1."""
+    me = threading.get_native_id()
+    clock, fd = host._handles(threading.get_ident(), me)
+    assert clock is not None and fd is not None
+    try:
+        before, cpu_before, queue_before = time.monotonic_ns(), time.thread_time_ns(), _schedstat_queue(me)
+        now, cpu, queue = _C._host_thread_times(clock, fd)
+        after, cpu_after, queue_after = time.monotonic_ns(), time.thread_time_ns(), _schedstat_queue(me)
+        assert before <= now <= after  # the same clock as time.monotonic_ns, read with the CPU clock
+        assert cpu_before <= cpu <= cpu_after  # this thread's CPU clock
+        assert queue_before <= queue <= queue_after  # schedstat's second field
+        assert _C._host_thread_times(clock, -1)[2] == -1  # no file: not read
+        assert _C._host_thread_times(host.NO_CLOCK, -1)[1] == -1  # no clock
+    finally:
+        host._close((clock, fd))
+
+    ended = threading.Thread(target=lambda: None)
+    ended.start()
+    ident, tid = ended.ident, ended.native_id
+    assert ident is not None and tid is not None
+    clock, fd = host._handles(ident, tid)  # opened while it runs or just after: either way
+    ended.join()
+    try:
+        if fd is not None:  # the thread had not ended when its file was opened
+            deadline = time.monotonic() + 10
+            while str(tid) in os.listdir("/proc/self/task") and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert _C._host_thread_times(host.NO_CLOCK, fd)[2] == -1  # its file reads nothing now
+    finally:
+        host._close((clock, fd))
+
+
+def test_the_parked_thread_opens_each_threads_files_once_and_closes_an_ended_threads(monkeypatch):
+    """Note [Clock reads keep the GIL]: across traces on the parked thread, a thread's clock id and
+    schedstat file are opened once; a thread that ended is closed at the end of the next trace."""
+    opened: list[int] = []
+    real = host._handles
+
+    def counting(ident: int, tid: int) -> tuple[int | None, int | None]:
+        opened.append(tid)
+        return real(ident, tid)
+
+    monkeypatch.setattr(host, "_handles", counting)
+    stop = threading.Event()
+    worker = threading.Thread(target=lambda: [busy(0.002) for _ in iter(stop.is_set, True)])
+    worker.start()
+    parked_handles = None
+    try:
+        both = {threading.get_native_id(), worker.native_id}
+        for _ in range(3):
+            s = host.Sampler(1_000_000)
+            s.start()
+            deadline = time.monotonic() + 10
+            while not {r[1] for r in list(s._rows)} >= both and time.monotonic() < deadline:
+                busy(0.01)  # until it sampled both threads (two busy threads share the GIL)
+            rows = s.stop_raw()[0]
+            assert {r[1] for r in rows} >= both
+        parked = host._parked[0]
+        deadline = time.monotonic() + 10
+        while parked.current is not None and time.monotonic() < deadline:
+            time.sleep(0.01)  # the third trace's sampler returned
+        parked_handles = dict(parked.handles)
+    finally:
+        stop.set()
+        worker.join()
+    # Each thread's files were opened at most once across the three traces (the first opened them,
+    # unless an earlier test's trace on the parked thread already had), and kept after them.
+    assert opened.count(worker.native_id) == 1
+    assert opened.count(threading.get_native_id()) <= 1
+    handle = parked_handles.get(worker.native_id)
+    assert handle is not None and handle[1] is not None
+    fd = handle[1]
+    s = host.Sampler(1_000_000)
+    s.start()  # the worker has ended: this trace's end closes its file
+    busy(0.02)
+    s.stop_raw()
+    while parked.current is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert worker.native_id not in parked.handles
+    try:  # closed: its number is free, or another file took it since
+        assert not os.readlink(f"/proc/self/fd/{fd}").endswith(f"/task/{worker.native_id}/schedstat")
+    except FileNotFoundError:
+        pass
