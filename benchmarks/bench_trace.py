@@ -6,7 +6,7 @@ step (open + step + close); the cost per recorded event; and how long a million-
 save and load.
 
 .venv/bin/python benchmarks/bench_trace.py [host | sampler]
-    host: only the host sampling table; sampler: the sampler's share alone, CPU time, 41 rounds
+    host: only the host sampling table; sampler: the sampler's share alone, CPU time, paired ratios
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,7 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _models import training_cases
-from _timing import compare, fmt_time, print_table
+from _timing import compare, fmt_time, paired_ratios, print_table
 
 import openreg_lab
 from openreg_lab import _C
@@ -191,7 +192,6 @@ def _pyinstrument(profiler_class):
 def _py_spy_ratio(spy: str, run, rounds: int = 5) -> float:
     """py-spy runs in its own process: the step's median with it attached over without, in
     alternating windows (it cannot be attached per call)."""
-    import statistics
 
     def timed(n: int = 20) -> float:
         times = []
@@ -260,12 +260,13 @@ def host_table() -> None:
     )  # fmt: skip
 
 
-def sampler_table(runs: int = 2) -> None:
-    """The host sampler's share on its own, finer than ``host_table``: CPU time only, 41 rounds,
-    ``runs`` times per model, the sampler alone and ``ops="kernels"`` with and without it (the
-    figures behind the README's paragraph on host time; the machine's noise moves a single ratio
-    by about 0.1, so read the medians)."""
-    rows = []
+def sampler_table(runs: int = 3) -> None:
+    """The host sampler's share on its own, finer than ``host_table``: CPU time only, the median of
+    101 paired ratios (each call beside an untraced one, ``_timing.paired_ratios``), ``runs`` times
+    per model, the sampler alone and ``ops="kernels"`` with and without it (the figures behind the
+    README's paragraph on host time; a single run still moves by a per cent or two, so read the
+    medians of the runs, printed last)."""
+    rows, by_variant = [], {}
     for name, model, x, y, loss_fn in _cases():
         run = _steps(model, x, y, loss_fn)
         variants = [
@@ -274,10 +275,16 @@ def sampler_table(runs: int = 2) -> None:
             _wrapped(run, lambda: openreg_lab.trace(ops="kernels", host=False)),
             _wrapped(run, lambda: openreg_lab.trace(ops="kernels")),
         ]
+        start = time.process_time()
+        run()
+        step = (time.process_time() - start) / STEPS
         for i in range(runs):
-            times = compare(variants, rounds=41, target_s=0.1, clock=time.process_time)
-            ratios = [f"{t / times[0]:.3f}" for t in times[1:]]
-            rows.append([name, str(i + 1), fmt_time(times[0] / STEPS), *ratios])
+            ratios = paired_ratios(variants)
+            for k, r in enumerate(ratios):
+                by_variant.setdefault((name, k), []).append(r)
+            rows.append([name, str(i + 1), fmt_time(step), *(f"{r:.3f}" for r in ratios)])
+        medians = [statistics.median(by_variant[(name, k)]) for k in range(3)]
+        rows.append([name, "median", "", *(f"{r:.3f}" for r in medians)])
     print_table(
         ["model", "run", "untraced step (CPU)", "host sampler alone", "ops=kernels, host=False",
          "ops=kernels (host on)"],

@@ -28,8 +28,9 @@ from openreg_lab import _C
 INTERVAL_NS = 1_000_000
 #: The longest time between two samples, in ns.
 MAX_INTERVAL_NS = 16_000_000
-#: The longest interval a sampler starts with (carried from the process's last one).
-MAX_CARRIED_NS = 6_000_000
+#: The interval a sampler starts with is its process's last one's, halved once for each
+#: CARRIED_HALF_LIFE_NS since that was set (Note [The sampler's budget]).
+CARRIED_HALF_LIFE_NS = 1_000_000_000
 #: The share of the process's CPU time the sampler's thread may take (each sample costs the
 #: sampled thread about as much again: Note [The sampler's budget]).
 BUDGET = 0.01
@@ -51,19 +52,34 @@ RUNNING_SLACK = 0.02
 # samples about as much (it gives up the GIL and takes it back: two context switches and cold
 # caches), so 1% of the sampler's own is about 2-3% of the step (benchmarks/bench_trace.py host;
 # at 2% the sampler alone cost 4-5% of the small-op training step).
-# The interval a sampler ends with is where the process's next one starts (``_carried``, at
-# most MAX_CARRIED_NS, so that a trace after a mostly idle one still sees a short function):
-# a sampler that ends between two checks still sets it from its last samples (two at least), for
-# a trace around a few steps ends before 8 samples would bring a 1 ms start within the budget, and
-# a process that opens one trace after another would pay the start each time (issue 30 measured
-# the sampler alone at 1.2x the small-op training step that way). A thread whose CPU clock and
-# run-queue time have not moved since its last sample has the same stack: it is recorded without
-# reading or walking its frames, so threads that wait (a notebook's kernel threads, a loader
-# blocked on a queue) cost one read each. A thread whose CPU clock advanced by all but
-# RUNNING_SLACK of the interval ran through it: the gap counts as run-queue time whatever its
-# schedstat says (which lags a thread still in the queue when it is read), so such an interval
-# never reads as waiting (Note [Host samples]).
-_carried = [INTERVAL_NS]  # the interval the process's last sampler ended with
+# The interval a sampler ends with is where the process's next one starts (``_carried``), halved
+# for each CARRIED_HALF_LIFE_NS since it was set: traces opened one after another (a loop that
+# traces every few steps, the benchmark) keep the rate the budget chose, while a trace opened
+# seconds after the last one (a notebook's next cell) starts fine again, its budget unspent. A
+# sampler that ends between two checks still sets it from its last samples (two at least), for a
+# trace around a few steps ends before 8 samples would bring a 1 ms start within the budget, and a
+# process that opens one trace after another would pay the start each time (issue 30 measured the
+# sampler alone at 1.2x the small-op training step that way). The carried interval was capped at
+# 6 ms until issue 30's last measurements: a sample costs the sampling thread 0.2-0.25 ms of CPU on
+# the 2-core machine (woken, the GIL taken, cold caches; the sampled thread pays about 0.07 ms
+# more), so the cap held the sampler at about 4% of the small-op step, over BUDGET by design. The
+# budget decides now: a short trace in a busy process may get a sample or two, and the verdict
+# says how much of it was not sampled.
+# A thread whose CPU clock and run-queue time have not moved since its last sample has the same
+# stack: it is recorded without reading or walking its frames, so threads that wait (a notebook's
+# kernel threads, a loader blocked on a queue) cost one read each. A thread whose CPU clock
+# advanced by all but RUNNING_SLACK of the interval ran through it: the gap counts as run-queue
+# time whatever its schedstat says (which lags a thread still in the queue when it is read), so
+# such an interval never reads as waiting (Note [Host samples]).
+_carried = [INTERVAL_NS, 0]  # the interval the process's last sampler ended with, and when (ns)
+
+
+def _start_interval(now: int) -> int:
+    """The interval a new sampler starts with: the last one's, halved for each CARRIED_HALF_LIFE_NS
+    since it was set (Note [The sampler's budget])."""
+    interval, since = _carried
+    return interval >> min(max(now - since, 0) // CARRIED_HALF_LIFE_NS, 16)
+
 
 #: The columns of ``slices``: one flame slice a row (consecutive samples in one function merged).
 SLICE_COLUMNS = [
@@ -252,7 +268,7 @@ class Sampler:
         if keep is not None:
             self._stat = keep
         me = threading.get_ident()
-        interval = max(self.interval_ns, min(_carried[0], MAX_CARRIED_NS))  # Note [The sampler's budget]
+        interval = max(self.interval_ns, _start_interval(time.monotonic_ns()))  # Note [The sampler's budget]
         cpu0 = time.thread_time_ns()
         window = (cpu0, time.process_time_ns(), time.monotonic_ns(), -1)
         n = 0
@@ -270,10 +286,11 @@ class Sampler:
                     window = (window[0], window[1], time.monotonic_ns(), self._busy())
                 if n % ADAPT_EVERY == 0:  # Note [The sampler's budget]
                     interval, window = self._adapt(interval, window)
-                    _carried[0] = interval
+                    _carried[:] = [interval, time.monotonic_ns()]
         finally:
             if n % ADAPT_EVERY >= 2:  # a short trace: its samples still set the next one's start
-                _carried[0] = self._adapt(interval, window)[0]
+                interval = self._adapt(interval, window)[0]
+            _carried[:] = [interval, time.monotonic_ns()]
             self.own_cpu_ns = time.thread_time_ns() - cpu0
             if keep is None:
                 for h in self._stat.values():

@@ -319,9 +319,15 @@ def test_a_thread_that_runs_through_its_intervals_never_reads_as_waiting(slow_st
     assert iv.wait[in_busy].sum() * 10 < (iv.end - iv.start)[in_busy].sum()  # under a tenth waiting
 
 
-def test_the_sampling_interval_is_carried_to_the_next_sampler_within_bounds(monkeypatch):
+@pytest.mark.parametrize(
+    ("ago_s", "first_sleep_ns"),
+    [(0.0, host.MAX_INTERVAL_NS), (2.5, host.MAX_INTERVAL_NS // 4), (30.0, host.INTERVAL_NS)],
+)
+def test_the_sampling_interval_is_carried_to_the_next_sampler_and_halves_per_second_since(
+    monkeypatch: pytest.MonkeyPatch, ago_s: float, first_sleep_ns: int
+):
     """Note [The sampler's budget]: a sampler starts at the interval the process's last one ended
-    with, at most MAX_CARRIED_NS."""
+    with, halved for each second since (never under INTERVAL_NS), and leaves its own, stamped."""
     slept: list[float] = []
     real_pause = host.Sampler._pause
 
@@ -329,15 +335,21 @@ def test_the_sampling_interval_is_carried_to_the_next_sampler_within_bounds(monk
         slept.append(seconds)
         real_pause(self, seconds)
 
-    monkeypatch.setattr(host, "_carried", [host.MAX_INTERVAL_NS])
+    carried = [host.MAX_INTERVAL_NS, time.monotonic_ns() - int(ago_s * 1e9)]
+    monkeypatch.setattr(host, "_carried", carried)
     monkeypatch.setattr(host.Sampler, "_pause", record)
     s = host.Sampler()
     s.start()
     busy(0.02)
     s.stop_raw()
-    busy(0.01)  # its last sleep ends
+    deadline = time.monotonic() + 10
+    while s.own_cpu_ns < 0 and time.monotonic() < deadline:
+        time.sleep(0.005)  # it returned, and set the process's carried interval
+    ended = time.monotonic_ns()
     monkeypatch.undo()
-    assert slept and slept[0] == host.MAX_CARRIED_NS / 1e9
+    assert slept and slept[0] == first_sleep_ns / 1e9
+    assert host.INTERVAL_NS <= carried[0] <= host.MAX_INTERVAL_NS
+    assert ended - 10**9 < carried[1] <= ended  # stamped when that sampler ended
 
 
 def _threads_of(monkeypatch: pytest.MonkeyPatch) -> dict[int, set[int]]:
