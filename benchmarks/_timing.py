@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -51,21 +52,27 @@ def paired_ratios(
     clock: Callable[[], float] = time.process_time,
 ) -> list[float]:
     """Per function after the first, the median over ``rounds`` of its time over the first's in the
-    same round (each round runs every function once, back to back). A ratio of neighbours cancels the
-    machine's slow drift (another tenant, frequency) that moves two separate medians apart, so a few
-    per cent read steadier than with ``compare``; one number of calls for all, the first's."""
+    same round (each round runs every function once, in an order shuffled per round). A ratio of
+    neighbours cancels the machine's slow drift (another tenant, frequency) that moves two separate
+    medians apart, so a few per cent read steadier than with ``compare``; the shuffle keeps what one
+    function leaves behind (torch.profiler's threads, a cold cache) from always landing on the same
+    next one (a fixed order put the untraced step after the profiler and read the sampler at 0.85x).
+    One number of calls for all, the first's."""
     for fn in fns:
         for _ in range(3):
             fn()
     number = _calibrate(fns[0], target_s, clock)
     ratios: list[list[float]] = [[] for _ in fns[1:]]
+    order = list(range(len(fns)))
+    shuffle = random.Random(0).shuffle
     for _ in range(rounds):
-        times = []
-        for fn in fns:
+        shuffle(order)
+        times = [0.0] * len(fns)
+        for i in order:
             start = clock()
             for _ in range(number):
-                fn()
-            times.append(clock() - start)
+                fns[i]()
+            times[i] = clock() - start
         for i, t in enumerate(times[1:]):
             ratios[i].append(t / times[0])
     return [statistics.median(r) for r in ratios]

@@ -222,7 +222,8 @@ def _py_spy_ratio(spy: str, run, rounds: int = 5) -> float:
 
 def host_table() -> None:
     """Host sampling: the default trace with and without it, ops="kernels" with it, our sampler
-    alone, and the anchors (pyinstrument, py-spy, torch.profiler's Python tracer)."""
+    alone, and the anchors (pyinstrument, py-spy, torch.profiler's Python tracer); each ratio the
+    median of 41 paired ones (``_timing.paired_ratios``)."""
     anchors = _anchors()
     rows = []
     for name, model, x, y, loss_fn in _cases():
@@ -239,9 +240,8 @@ def host_table() -> None:
         if "pyinstrument" in anchors:
             variants.append(_wrapped(run, _pyinstrument(anchors["pyinstrument"])))
         for clock_name, clock in (("wall", time.perf_counter), ("CPU", time.process_time)):
-            times = compare(variants, rounds=21, target_s=0.15, clock=clock)
-            base = times[0]
-            ratios = [f"{t / base:.2f}" for t in times[1:]]
+            base = compare([run], rounds=5, target_s=0.15, clock=clock)[0]
+            ratios = [f"{r:.2f}" for r in paired_ratios(variants, rounds=41, target_s=0.1, clock=clock)]
             if "pyinstrument" not in anchors:
                 ratios.append("not installed")
             if clock_name == "wall":

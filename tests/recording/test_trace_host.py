@@ -494,3 +494,29 @@ def test_the_parked_thread_opens_each_threads_files_once_and_closes_an_ended_thr
         assert not os.readlink(f"/proc/self/fd/{fd}").endswith(f"/task/{worker.native_id}/schedstat")
     except FileNotFoundError:
         pass
+
+
+def test_the_budget_lengthens_the_interval_while_the_process_is_busy_whoever_is(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """Note [The sampler's budget]: the sampler's share of the process's CPU over BUDGET scales the
+    interval, unless the process mostly idled (its threads used under half a CPU), however little
+    the sampled threads themselves ran (they may wait for the process's other threads)."""
+    clocks = {"thread": 0, "process": 0, "wall": 0}
+    for name, key in (("thread_time_ns", "thread"), ("process_time_ns", "process"), ("monotonic_ns", "wall")):
+        monkeypatch.setattr(host.time, name, lambda key=key: clocks[key])
+    s = host.Sampler()
+    # 100 ms of wall, the process on a CPU all of it, 3 ms of it the sampler's: 3x BUDGET.
+    clocks.update(thread=3_000_000, process=100_000_000, wall=100_000_000)
+    assert s._adapt(2_000_000, (0, 0, 0)) == (6_000_000, (3_000_000, 100_000_000, 100_000_000))
+    # The same share of a process that used a fifth of a CPU: it idled, the interval stays.
+    clocks.update(thread=600_000, process=20_000_000)
+    assert s._adapt(2_000_000, (0, 0, 0))[0] == 2_000_000
+    # Under the budget (0.25%) in a busy process: twice as often, never under the sampler's own.
+    clocks.update(thread=250_000, process=100_000_000)
+    assert s._adapt(2_000_000, (0, 0, 0))[0] == 1_000_000
+    assert s._adapt(1_000_000, (0, 0, 0))[0] == host.INTERVAL_NS
+    # Far over it: 4x at most a check, and never over MAX_INTERVAL_NS.
+    clocks.update(thread=50_000_000)
+    assert s._adapt(2_000_000, (0, 0, 0))[0] == 8_000_000
+    assert s._adapt(8_000_000, (0, 0, 0))[0] == host.MAX_INTERVAL_NS
