@@ -8,15 +8,26 @@ import time
 from collections.abc import Callable, Sequence
 
 
+def _timed(fn: Callable[[], object], number: int, clock: Callable[[], float]) -> float:
+    """The ``clock`` seconds ``number`` calls of ``fn`` take."""
+    start = clock()
+    for _ in range(number):
+        fn()
+    return clock() - start
+
+
+def _warm_up(fns: Sequence[Callable[[], object]]) -> None:
+    """Three calls of each (allocator caches, lazy init) before anything is timed."""
+    for fn in fns:
+        _timed(fn, 3, time.perf_counter)
+
+
 def _calibrate(
     fn: Callable[[], object], target_s: float, clock: Callable[[], float] = time.perf_counter
 ) -> int:
     number = 1
     while True:
-        start = clock()
-        for _ in range(number):
-            fn()
-        if clock() - start >= target_s or number >= 1 << 20:
+        if _timed(fn, number, clock) >= target_s or number >= 1 << 20:
             return number
         number *= 2
 
@@ -31,17 +42,12 @@ def compare(
 
     ``clock``: wall time by default; ``time.process_time`` counts the CPU time of every thread of the
     process (a sampling thread's included), steadier than wall time on a machine others share."""
-    for fn in fns:  # warm up (allocator caches, lazy init)
-        for _ in range(3):
-            fn()
+    _warm_up(fns)
     numbers = [_calibrate(fn, target_s, clock) for fn in fns]
     samples: list[list[float]] = [[] for _ in fns]
     for _ in range(rounds):
         for i, fn in enumerate(fns):
-            start = clock()
-            for _ in range(numbers[i]):
-                fn()
-            samples[i].append((clock() - start) / numbers[i])
+            samples[i].append(_timed(fn, numbers[i], clock) / numbers[i])
     return [statistics.median(s) for s in samples]
 
 
@@ -58,9 +64,7 @@ def paired_ratios(
     function leaves behind (torch.profiler's threads, a cold cache) from always landing on the same
     next one (a fixed order put the untraced step after the profiler and read the sampler at 0.85x).
     One number of calls for all, the first's."""
-    for fn in fns:
-        for _ in range(3):
-            fn()
+    _warm_up(fns)
     number = _calibrate(fns[0], target_s, clock)
     ratios: list[list[float]] = [[] for _ in fns[1:]]
     order = list(range(len(fns)))
@@ -69,10 +73,7 @@ def paired_ratios(
         shuffle(order)
         times = [0.0] * len(fns)
         for i in order:
-            start = clock()
-            for _ in range(number):
-                fns[i]()
-            times[i] = clock() - start
+            times[i] = _timed(fns[i], number, clock)
         for i, t in enumerate(times[1:]):
             ratios[i].append(t / times[0])
     return [statistics.median(r) for r in ratios]

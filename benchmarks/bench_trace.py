@@ -266,7 +266,7 @@ def sampler_table(runs: int = 3) -> None:
     per model, the sampler alone and ``ops="kernels"`` with and without it (the figures behind the
     README's paragraph on host time; a single run still moves by a per cent or two, so read the
     medians of the runs, printed last)."""
-    rows, by_variant = [], {}
+    rows = []
     for name, model, x, y, loss_fn in _cases():
         run = _steps(model, x, y, loss_fn)
         variants = [
@@ -278,12 +278,10 @@ def sampler_table(runs: int = 3) -> None:
         start = time.process_time()
         run()
         step = (time.process_time() - start) / STEPS
-        for i in range(runs):
-            ratios = paired_ratios(variants)
-            for k, r in enumerate(ratios):
-                by_variant.setdefault((name, k), []).append(r)
+        per_run = [paired_ratios(variants) for _ in range(runs)]
+        for i, ratios in enumerate(per_run):
             rows.append([name, str(i + 1), fmt_time(step), *(f"{r:.3f}" for r in ratios)])
-        medians = [statistics.median(by_variant[(name, k)]) for k in range(3)]
+        medians = [statistics.median(column) for column in zip(*per_run, strict=True)]
         rows.append([name, "median", "", *(f"{r:.3f}" for r in medians)])
     print_table(
         ["model", "run", "untraced step (CPU)", "host sampler alone", "ops=kernels, host=False",

@@ -13,7 +13,6 @@
 #include <pybind11/pybind11.h>
 
 #include <unistd.h>
-#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <ctime>

@@ -37,7 +37,7 @@ BUDGET = 0.01
 #: Samples between two checks of the budget.
 ADAPT_EVERY = 8
 #: The share of a sample interval a thread may spend off a CPU and still be taken as running
-#: through it (its run-queue time is then not read: Note [The sampler's budget]).
+#: through it (the gap then counts as run-queue time: Note [The sampler's budget]).
 RUNNING_SLACK = 0.02
 
 # Note [The sampler's budget]
@@ -158,14 +158,14 @@ class Samples:
 # Note [One sampling thread, parked between traces]
 # Starting a thread per trace cost a trace around 5 small-op training steps about 13% of its CPU
 # time (benchmarks/bench_trace.py sampler, "host sampler alone"; a sampler left running over the
-# same steps, 1-3%): the new
-# thread's start and end each take the GIL from the busy thread, besides the thread's own
-# creation. So the process keeps one bare sampling thread (not a threading.Thread: nothing joins it
-# at exit, and threading.enumerate() does not list it). Between traces it waits on a lock without
-# the GIL; a trace's sampler is handed to it when it is free, or when the sampler it runs has been
-# stopped and it only has to notice (stop_raw wakes it): then it takes the next at once. Two traces
-# open at once (in two threads, or nested) are not serialised: the second gets a thread of its
-# own, which ends with it. After fork the child starts its own parked thread on first use.
+# same steps, 1-3%): the new thread's start and end each take the GIL from the busy thread,
+# besides the thread's own creation. So the process keeps one bare sampling thread (not a
+# threading.Thread: nothing joins it at exit, and threading.enumerate() does not list it). Between
+# traces it waits on a lock without the GIL; a trace's sampler is handed to it when it is free, or
+# when the sampler it runs has been stopped and it only has to notice (stop_raw wakes it): then it
+# takes the next at once. Two traces open at once (in two threads, or nested) are not serialised:
+# the second gets a thread of its own, which ends with it. After fork the child starts its own
+# parked thread on first use.
 class _Parked:
     """The process's parked sampling thread: the samplers handed to it, one at a time."""
 

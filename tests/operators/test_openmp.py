@@ -76,7 +76,7 @@ def test_extension_links_torchs_openmp_runtime() -> None:
 # process whose pool has not started: one interpreter per thread count imports torch once and
 # forks a child per op before any parallel region ran (a fork copies only the calling thread).
 THREADS_AROUND_OPS = """
-import json, os, sys, torch, openreg_lab
+import json, os, torch, openreg_lab
 torch.set_num_threads({threads})
 openreg_lab.set_fallback_policy("error")
 def count():
