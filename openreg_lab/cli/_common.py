@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 #: Exit status for bad arguments (as argparse uses).
 USAGE = 2
@@ -31,10 +31,22 @@ class Parser(argparse.ArgumentParser):
         self.exit(USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def say(text: str, stream: TextIO | None = None) -> None:
+    """Write ``text`` and its newline to ``stream`` (default stderr) in one call, and flush.
+
+    ``print`` writes a line's text and its newline separately. Under ``PYTHONUNBUFFERED`` each is its
+    own system call, and the ranks of a torchrun job, which share one pipe, split each other's lines.
+    A single write of up to ``PIPE_BUF`` bytes (4 KiB on Linux) to a pipe is never split.
+    """
+    out = stream or sys.stderr
+    out.write(text + "\n")
+    out.flush()
+
+
 def usage_exit(prog: str, error: UsageError) -> int:
     """Print a ``UsageError`` as one line and return the usage exit status."""
     message = " ".join(str(error).split())
-    print(f"{prog}: error: {message}", file=sys.stderr)
+    say(f"{prog}: error: {message}")
     return USAGE
 
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 import torch
 
 from openreg_lab.cli import _summary
+from openreg_lab.cli._common import say
 
 
 def run_info(trace: Any, extra: Mapping[str, str]) -> dict[str, str]:
@@ -54,21 +54,16 @@ def write(
             job(path)
         except Exception as e:  # one failed output must not lose the others
             first = str(e).splitlines()[0] if str(e) else ""
-            print(f"openreg-lab: could not write the {what} to {path}: {type(e).__name__}: {first}",
-                  file=sys.stderr)  # fmt: skip
+            say(f"openreg-lab: could not write the {what} to {path}: {type(e).__name__}: {first}")
             ok = False
             continue
-        print(f"openreg-lab: wrote the {what} to {os.path.abspath(path)}", file=sys.stderr)
+        say(f"openreg-lab: wrote the {what} to {os.path.abspath(path)}")
     return ok
 
 
 def print_summary(trace: Any, top: int, stream: TextIO | None = None) -> None:
     """Print the verdict, then the totals and the top fallbacks of ``trace`` (on ``stream``, default
     stderr)."""
-    out = stream or sys.stderr
-    print("\n".join(trace.verdict().lines()), file=out)
-    print(file=out)
-    print(_summary.totals_table(trace), file=out)
-    print(file=out)
-    print(_summary.fallbacks_table(trace, top), file=out)
-    out.flush()
+    verdict = "\n".join(trace.verdict().lines())
+    parts = [verdict, _summary.totals_table(trace), _summary.fallbacks_table(trace, top)]
+    say("\n\n".join(parts), stream)  # one write: other ranks' lines stay out of it

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from typing import Any
+
+from openreg_lab.cli._common import say
 
 
 def launched_rank() -> int | None:
@@ -73,7 +74,7 @@ def job_outputs(
         with _atomic.replacing(status_path(html, rank), "w", encoding="utf-8") as f:
             json.dump(status, f)
     except OSError as e:
-        print(f"openreg-lab: could not write {status_path(html, rank)}: {e}", file=sys.stderr)
+        say(f"openreg-lab: could not write {status_path(html, rank)}: {e}")
         ok = False
     if rank != 0:
         return ok
@@ -117,11 +118,11 @@ def _merge(trace: Any, info: dict[str, str], html: str, run_id: str | None) -> b
         view = openreg_lab.views.ranks(traces, notes=notes)
         view.to_html(html, title=f"openreg-lab: {len(traces)} ranks", run_info=info)
     except (OSError, ValueError) as e:
-        print(f"openreg-lab: could not write the merged report to {html}: {e}", file=sys.stderr)
+        say(f"openreg-lab: could not write the merged report to {html}: {e}")
         return False
-    print(f"openreg-lab: wrote the report of {len(traces)} ranks to {os.path.abspath(html)}", file=sys.stderr)
+    say(f"openreg-lab: wrote the report of {len(traces)} ranks to {os.path.abspath(html)}")
     for n in notes:
-        print(f"openreg-lab: {n}", file=sys.stderr)
+        say(f"openreg-lab: {n}")
     return True
 
 

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from openreg_lab.cli import _outputs
-from openreg_lab.cli._common import Parser, UsageError, check_output, positive_int
+from openreg_lab.cli._common import Parser, UsageError, check_output, positive_int, say
 
 EXAMPLES = """\
 examples:
@@ -113,7 +113,7 @@ def _ranks(args: argparse.Namespace, traces: list[Any], paths: list[str]) -> int
                 run_info={"trace files": ", ".join(os.path.abspath(p) for p in paths)},
             )
         except OSError as e:
-            print(f"openreg-lab: could not write the report to {args.html}: {e}", file=sys.stderr)
+            say(f"openreg-lab: could not write the report to {args.html}: {e}")
             return 1
-        print(f"openreg-lab: wrote the report to {os.path.abspath(args.html)}", file=sys.stderr)
+        say(f"openreg-lab: wrote the report to {os.path.abspath(args.html)}")
     return 0

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from typing import Any
 
-from openreg_lab.cli._common import Parser, UsageError, check_output, check_profile, positive_int
+from openreg_lab.cli._common import Parser, UsageError, check_output, check_profile, positive_int, say
 from openreg_lab.cli._progress import Progress
 from openreg_lab.recording.session import TraceForkedWarning, events_so_far
 
@@ -336,9 +336,9 @@ def _execute(ns: argparse.Namespace, command: str, outlast: _OutputsOutlastSigte
     if rank is not None:
         info["rank"] = str(rank)
     if rank in (None, 0):
-        print(f"openreg-lab run: {name} {how} (exit code {code}) after {elapsed:.1f} s", file=sys.stderr)
+        say(f"openreg-lab run: {name} {how} (exit code {code}) after {elapsed:.1f} s")
         if left:
-            print(f"openreg-lab run: {left}", file=sys.stderr)
+            say(f"openreg-lab run: {left}")
         _outputs.print_summary(trace, ns.top)
     if rank is not None and ns.html:  # one report for the job (Note [One report for a job])
         written = _ranks.job_outputs(trace, info, ns.html, ns.trace, ns.chrome, rank, code)
@@ -367,10 +367,9 @@ def _accelerate_on_openreg() -> Iterator[None]:
     if before is None:
         os.environ[name] = "openreg"
     elif not before.startswith("openreg"):
-        print(
+        say(
             f"openreg-lab run: {name}={before}: accelerate and the Hugging Face Trainer will use {before}, "
-            f"not openreg (unset it to train on openreg)",
-            file=sys.stderr,
+            f"not openreg (unset it to train on openreg)"
         )
     try:
         yield
@@ -419,8 +418,8 @@ class _OutputsOutlastSigterm:
         self.signals += 1
         if self.signals > 1:
             raise _Terminated
-        print("openreg-lab run: SIGTERM while the outputs are written: finishing them first "
-              "(a second SIGTERM stops at once)", file=sys.stderr, flush=True)  # fmt: skip
+        say("openreg-lab run: SIGTERM while the outputs are written: finishing them first "
+            "(a second SIGTERM stops at once)")  # fmt: skip
 
     def writing(self, what: str) -> None:
         """Called before each output is written: remembers it; the test-only pause (see the Note)."""
@@ -429,7 +428,7 @@ class _OutputsOutlastSigterm:
         if pause.rpartition(":")[0] != what:
             return
         wanted = int(pause.rpartition(":")[2])
-        print(f"openreg-lab test: paused before writing the {what}", file=sys.stderr, flush=True)
+        say(f"openreg-lab test: paused before writing the {what}")
         deadline = time.monotonic() + 60
         while self.signals < wanted and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -438,13 +437,12 @@ class _OutputsOutlastSigterm:
         """A second SIGTERM stopped the writing: say what is missing; the exit status."""
         done = set(self.started[:-1])
         missing = [what for what in asked if what not in done]
-        print(f"openreg-lab run: a second SIGTERM stopped the writing: not written: {', '.join(missing)}",
-              file=sys.stderr, flush=True)  # fmt: skip
+        say(f"openreg-lab run: a second SIGTERM stopped the writing: not written: {', '.join(missing)}")
         return 128 + signal.SIGTERM
 
     def finished(self, code: int) -> int:
         """SIGTERM arrived while writing and every output was attempted: the exit status."""
-        print("openreg-lab run: the outputs are written; exiting for the SIGTERM", file=sys.stderr)
+        say("openreg-lab run: the outputs are written; exiting for the SIGTERM")
         return code or 128 + signal.SIGTERM
 
 
@@ -556,7 +554,7 @@ def _exit_code(code: object) -> int:
         return 0
     if isinstance(code, int):
         return code
-    print(code, file=sys.stderr)
+    say(str(code))
     return 1
 
 

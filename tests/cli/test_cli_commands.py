@@ -233,3 +233,31 @@ def test_progress_counts_the_events_recorded_so_far():
     assert during == len(t) > 0
     assert line.endswith(f"elapsed, {during:,} events recorded")
     assert events_so_far() == 0
+
+
+class _Syscalls(io.RawIOBase):
+    """A raw stream that keeps each write it is given, as the pipe sees them."""
+
+    def __init__(self) -> None:
+        self.calls: list[bytes] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:  # type: ignore[override]
+        self.calls.append(bytes(b))
+        return len(b)
+
+
+def test_say_writes_a_line_in_one_call_where_print_makes_two():
+    # What sys.stderr is under PYTHONUNBUFFERED: every write reaches the pipe at once. torchrun's
+    # ranks share that pipe, so a line must be one write for another rank's to stay out of it.
+    from openreg_lab.cli._common import say
+
+    raw = _Syscalls()
+    stream = io.TextIOWrapper(raw, encoding="utf-8", write_through=True)  # type: ignore[arg-type]
+    print("openreg-lab: a", file=stream)
+    assert raw.calls == [b"openreg-lab: a", b"\n"]  # the cause
+    raw.calls.clear()
+    say("openreg-lab: b\nsecond line", stream)
+    assert raw.calls == [b"openreg-lab: b\nsecond line\n"]
