@@ -163,7 +163,7 @@ class RanksView:
             w = max(dur * scale, 1.5)
             tip = html.escape(
                 f"{row.name} (group {row.group} #{row.seq}) rank {row.global_rank}: {row.bytes} bytes, "
-                f"{dur / 1e3:.1f} us, arrived {row.late_ns / 1e3:.1f} us after the first"
+                f"{theme.format_ns(dur)}, arrived {theme.format_ns(row.late_ns)} after the first"
                 + (", last" if row.last else "")
             )
             if row.wait_ns > 0:  # the wait ends when the collective completes
@@ -197,8 +197,8 @@ class RanksView:
             bw = "" if pd.isna(r.gbytes_per_s) else f"{r.gbytes_per_s:.3g}"
             rows.append(
                 f"<tr><td>{html.escape(str(r.name))}</td><td>{html.escape(str(r.group))}</td>"
-                f"<td>{int(r.bytes):,}</td><td>{int(r.ranks)}</td><td>{r.dur_ns / 1e3:.1f} us</td>"
-                f"<td>{last}</td><td>{r.late_ns / 1e3:.1f} us</td><td>{bw}</td></tr>"
+                f"<td>{int(r.bytes):,}</td><td>{int(r.ranks)}</td><td>{theme.format_ns(r.dur_ns)}</td>"
+                f"<td>{last}</td><td>{theme.format_ns(r.late_ns)}</td><td>{bw}</td></tr>"
             )
         return f'<table class="ranks"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 

@@ -69,3 +69,26 @@ def test_the_merged_report_names_the_straggler(browser: Any, job_report: tuple[A
     page.screenshot(path=str(SCREENSHOTS / "ranks-report.png"), full_page=True)
     page.close()
     assert errors == []
+
+
+def test_the_fragment_a_notebook_shows_draws_every_collective_of_every_rank(
+    browser: Any, job_report: tuple[Any, Path, str]
+) -> None:
+    # What `view` displays in a notebook (its text/html): static HTML and SVG, no script.
+    view, _, _ = job_report
+    bundle = view._repr_mimebundle_()
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.route("http*://**", lambda route: (errors.append(f"network: {route.request.url}"), route.abort()))
+    page.set_content(f"<!doctype html><meta charset='utf-8'><body>{bundle['text/html']}</body>")
+    rects = page.locator("svg rect.collective")
+    assert rects.count() == len(view.table) == 6  # 3 collectives on each of the 2 ranks
+    boxes = [rects.nth(i).bounding_box() for i in range(rects.count())]
+    assert all(b is not None and b["width"] >= 1 and b["height"] == 12 for b in boxes)
+    assert len({round(b["y"]) for b in boxes if b}) == 2  # a lane per rank
+    assert page.locator("text=for rank 1").count() >= 1  # the verdict names the straggler
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "ranks-fragment.png"), full_page=True)
+    page.close()
+    assert errors == []
