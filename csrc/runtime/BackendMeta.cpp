@@ -61,13 +61,13 @@ void load_meta(const at::Tensor& t, std::unordered_map<std::string, bool>& metad
   }
 }
 
-struct Registration {
-  Registration() {
+struct MetaRegistration {
+  MetaRegistration() {
     torch::jit::TensorBackendMetaRegistry(c10::DeviceType::PrivateUse1, &save_meta, &load_meta);
   }
 };
 
-const Registration registration;
+const MetaRegistration meta_registration;
 
 }  // namespace
 

@@ -96,8 +96,8 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
   }
 };
 
-struct Registration {
-  Registration() {
+struct HooksRegistration {
+  HooksRegistration() {
     static Hooks hooks;
     at::RegisterPrivateUse1HooksInterface(&hooks);
     c10::SetAllocator(c10::DeviceType::PrivateUse1, &device_allocator());
@@ -105,7 +105,7 @@ struct Registration {
   }
 };
 
-const Registration registration;
+const HooksRegistration hooks_registration;
 
 }  // namespace
 }  // namespace openreg

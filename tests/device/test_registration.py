@@ -1,7 +1,12 @@
 """Importing openreg_lab registers the `openreg` device with PyTorch."""
 
+import glob
 import importlib
+import os
+import re
+from pathlib import Path
 
+import pytest
 import torch
 
 import openreg_lab
@@ -66,3 +71,18 @@ def test_other_privateuse1_name_is_refused():
     )
     assert result.returncode != 0
     assert "already registered as 'foo'" in result.stderr
+
+
+def test_the_unity_build_compiles_every_source_once():
+    # setup.py compiles csrc/ in unity files (build/unity/): a source left out would be an
+    # extension missing its kernels or registrations; one included twice, a duplicate symbol.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    unity = sorted(glob.glob(os.path.join(root, "build", "unity", "*.cpp")))
+    if not unity:
+        pytest.skip("built with OPENREG_UNITY=0: each source is its own object")
+    included = [m for path in unity for m in re.findall(r'^#include "(.+)"$', Path(path).read_text(), re.M)]
+    sources = glob.glob(os.path.join(root, "csrc", "**", "*.cpp"), recursive=True)
+    assert sorted(included) == sorted(sources)
+    for path in unity:  # a unity file holds one directory's sources, at most six
+        members = re.findall(r'^#include "(.+)"$', Path(path).read_text(), re.M)
+        assert 1 <= len(members) <= 6 and len({os.path.dirname(m) for m in members}) == 1
