@@ -12,12 +12,11 @@ from __future__ import annotations
 import _thread
 import dis
 import os
-import sys
 import sysconfig
 import threading
 import time
 from dataclasses import dataclass, field
-from types import CodeType, FrameType
+from types import CodeType
 
 import numpy as np
 import pandas as pd
@@ -99,13 +98,16 @@ HOST_COLUMNS = [
 # A sampling thread, not a tracing hook: its cost is bounded by the interval whatever the script
 # does (a profile hook such as pyinstrument's or torch.profiler's Python tracer runs on every call,
 # which in a training step of small ops is tens of thousands of calls; benchmarks/bench_trace.py
-# measures them side by side). Each sample takes the GIL once, reads sys._current_frames() and walks
-# each thread's frames into a prefix tree of (code, instruction) nodes, from the innermost frame
-# out, only until a frame of the thread's last sample at the same instruction: a frame still running
-# is the same object, and its callers have not moved. Frames are known by id() and instruction, and
-# none is kept between samples (a kept frame would keep its locals, tensors included, alive); an id
-# reused by a new frame of the same code at the same instruction could borrow the old callers, a
-# rare and bounded error we accept for walking a few frames a sample instead of fifty.
+# measures them side by side). Each sample reads the stacks of the threads that ran since their last
+# sample in one C++ call that keeps the GIL from sys._current_frames() to the last frame
+# (csrc/python/HostStacks.cpp: a walk in Python could lose the GIL halfway, and reading a frame its
+# thread had since left crashed CPython 3.11 once in the suite). Each stack, innermost frame first,
+# is added to a prefix tree of (code, instruction) nodes only until a frame of the thread's last
+# sample at the same instruction: a frame still running is the same object, and its callers have
+# not moved. Frames are known by id() and instruction, and none is kept between samples (a kept
+# frame would keep its locals, tensors included, alive); an id reused by a new frame of the same
+# code at the same instruction could borrow the old callers, a rare and bounded error we accept for
+# adding a few frames a sample instead of fifty.
 # Lines, qualified names and the callee of a waiting line are read once per node when the trace
 # ends. Beside the stack, the sampler reads the thread's CPU clock and its schedstat's time waiting
 # in the run queue: the time between two samples that the thread spent neither running nor
@@ -321,9 +323,9 @@ class Sampler:
         return interval, (cpu, process, wall)
 
     def _sample(self, me: int) -> None:
-        frames = None
         active = threading._active  # type: ignore[attr-defined]  # ident -> Thread, read-only here
         ran = self._ran
+        read = []  # (ident, tid, now, cpu, queue, node or None: its stack is to be read)
         for ident, t in list(active.items()):
             if ident == me:
                 continue
@@ -333,36 +335,41 @@ class Sampler:
             last = ran.get(tid)
             now, cpu, queue = self._times(ident, tid, last)
             if last is not None and last[0] == cpu and last[1] == queue and cpu >= 0:
-                node = last[2]  # it has not run since its last sample: same stack, no walk
+                read.append((ident, tid, now, cpu, queue, last[2]))  # not run since: same stack
             else:
-                if frames is None:
-                    frames = sys._current_frames()
-                f = frames.get(ident)
-                if f is None:
+                read.append((ident, tid, now, cpu, queue, None))
+        # The stacks of the threads that ran, in one C++ call that keeps the GIL (see HostStacks.cpp:
+        # a walk in Python could lose the GIL halfway, and reading a frame its thread has since left
+        # crashed CPython 3.11).
+        walk = [r[0] for r in read if r[5] is None]
+        stacks = _C._host_thread_stacks(walk) if walk else {}
+        for ident, tid, now, cpu, queue, node in read:
+            if node is None:
+                stack = stacks.get(ident)
+                if stack is None:
                     continue  # it has no Python frame (ending, or not started)
-                node = self._node_of(ident, f)
+                node = self._node_of(ident, stack)
             ran[tid] = (cpu, queue, node, now)
             self._rows.append((now, tid, node, cpu, queue))
-        del frames
 
-    def _node_of(self, ident: int, f: FrameType) -> int:
-        """The node of ``f``'s stack, walking only the frames that changed since the thread's last
-        sample (Note [Host samples]): a frame still running is the same object, at the same
-        instruction if it has not moved, and so are its callers."""
+    def _node_of(self, ident: int, stack: list[tuple[int, int, CodeType]]) -> int:
+        """The node of a thread's stack (innermost frame first: id of the frame, last instruction,
+        code), reading only the frames that changed since the thread's last sample (Note [Host
+        samples]): a frame still running is the same object, at the same instruction if it has not
+        moved, and so are its callers."""
         prev = self._last.get(ident)
         if prev is None:
             prev = self._last[ident] = ([], {})
         path, index = prev  # (id(frame), lasti, node) root first; (id(frame), lasti) -> depth
         fresh = []
         base = -1
-        while f is not None:
-            key = (id(f), f.f_lasti)
+        for frame_id, lasti, code in stack:
+            key = (frame_id, lasti)
             d = index.get(key)
             if d is not None:
                 base = d
                 break
-            fresh.append((f.f_code, key))
-            f = f.f_back
+            fresh.append((code, key))
         for gone in path[base + 1 :]:
             index.pop((gone[0], gone[1]), None)
         del path[base + 1 :]

@@ -520,3 +520,70 @@ def test_the_budget_lengthens_the_interval_while_the_process_is_busy_whoever_is(
     clocks.update(thread=50_000_000)
     assert s._adapt(2_000_000, (0, 0, 0))[0] == 8_000_000
     assert s._adapt(8_000_000, (0, 0, 0))[0] == host.MAX_INTERVAL_NS
+
+
+def _outer(ready: threading.Event, stop: threading.Event) -> None:
+    _inner(ready, stop)
+
+
+def _inner(ready: threading.Event, stop: threading.Event) -> None:
+    ready.set()
+    stop.wait(10)
+
+
+def test_the_stack_call_reads_a_threads_frames_innermost_first():
+    """_C._host_thread_stacks (csrc/python/HostStacks.cpp) gives each thread asked for its frames
+    innermost first, as traceback sees them; a thread without Python frames is left out."""
+    import sys
+
+    ready, stop = threading.Event(), threading.Event()
+    t = threading.Thread(target=_outer, args=(ready, stop))
+    t.start()
+    try:
+        assert ready.wait(10)
+        stacks = _C._host_thread_stacks([t.ident, 1])  # 1: no such thread
+        assert set(stacks) == {t.ident}
+        stack = stacks[t.ident]
+        codes = [code for _, _, code in stack]
+        frame = sys._current_frames()[t.ident]
+        want = []
+        while frame is not None:
+            want.append(frame.f_code)
+            frame = frame.f_back
+        del frame
+        assert codes[: len(want)] == want  # innermost first: wait, _inner, _outer, run, ...
+        assert codes.index(_inner.__code__) + 1 == codes.index(_outer.__code__)
+        assert all(isinstance(fid, int) and lasti >= 0 for fid, lasti, _ in stack)
+        assert _C._host_thread_stacks([]) == {}
+    finally:
+        stop.set()
+        t.join(10)
+
+
+def _churn(depth: int, stop: threading.Event) -> None:
+    if depth:
+        _churn(depth - 1, stop)
+        return
+    x = torch.ones(2, device="openreg")
+    while not stop.is_set():
+        sum(i for i in range(50))  # a generator's frame made and left many times a millisecond
+        x.add_(1)  # an op: a traced thread, whose samples the trace keeps
+
+
+def test_sampling_threads_that_enter_and_leave_frames_all_the_time_never_crashes():
+    """The scenario that crashed CPython 3.11 when the walk was Python: stacks that change under the
+    sampler. Three threads churn frames while a trace samples at its fastest interval."""
+    stop = threading.Event()
+    threads = [threading.Thread(target=_churn, args=(20 + 5 * i, stop)) for i in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        with openreg_lab.trace() as tr:
+            busy(1.0)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+    rows = tr.host()
+    churned = rows[rows["function"] == "_churn"]
+    assert churned["thread"].nunique() == 3 and (churned["total_ns"] > 0).all()  # on their stacks
