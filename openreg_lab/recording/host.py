@@ -338,9 +338,7 @@ class Sampler:
                 read.append((ident, tid, now, cpu, queue, last[2]))  # not run since: same stack
             else:
                 read.append((ident, tid, now, cpu, queue, None))
-        # The stacks of the threads that ran, in one C++ call that keeps the GIL (see HostStacks.cpp:
-        # a walk in Python could lose the GIL halfway, and reading a frame its thread has since left
-        # crashed CPython 3.11).
+        # The stacks of the threads that ran, in one call (Note [Host samples]).
         walk = [r[0] for r in read if r[5] is None]
         stacks = _C._host_thread_stacks(walk) if walk else {}
         for ident, tid, now, cpu, queue, node in read:
