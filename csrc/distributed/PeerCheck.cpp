@@ -221,7 +221,14 @@ c10::intrusive_ptr<c10d::Work> PeerCheck::recv(int src, const at::Tensor& tensor
       work->wait();
       return;
     }
-    self->store_->set(self->key(src, self->rank_, n, "refused"), mine);
+    const std::string refused = self->key(src, self->rank_, n, "refused");
+    self->store_->set(refused, mine);
+    // A TCPStore set has no reply: the server may not have applied it yet
+    // when the sender, told by Gloo that its send completed, looks for it on
+    // another connection. The server answers this connection's requests in
+    // order, so once the check returns the row is there.
+    TORCH_CHECK(self->store_->check({refused}), "openreg recv: the store lost the refusal at ",
+                refused);
     std::vector<at::Tensor> scratch{
         at::zeros({sent[1]}, at::TensorOptions().dtype(static_cast<at::ScalarType>(sent[0])))};
     c10::intrusive_ptr<c10d::Work> work = receive(scratch);

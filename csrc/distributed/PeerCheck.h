@@ -14,8 +14,9 @@
 //   row (popping the queue, in the order the caller posted its recvs from
 //   that peer), then issues the recv, or on a mismatch posts its own row
 //   ("openreg/p2p/<src>/<dst>/<n>/refused", n the exchange's number between
-//   the two), receives the sender's bytes into a scratch tensor (so the
-//   sender's send completes) and fails;
+//   the two), waits until the store holds it (a set has no reply, so a
+//   check on the same connection follows it), receives the sender's bytes
+//   into a scratch tensor (so the sender's send completes) and fails;
 // - when the send completes (Gloo completes a send only once its recv is
 //   posted, so after any refusal), the sender looks for the refusal and fails
 //   with the same mismatch.

@@ -361,7 +361,7 @@ def test_cpu_users_init_with_no_backend() -> None:
     ports = free_port(), free_port()
     code = textwrap.dedent(
         f"""
-        import gc, os, sys, torch, torch.distributed as dist
+        import gc, os, sys, time, torch, torch.distributed as dist
         sys.path.insert(0, {REPO!r})
         import openreg_lab
         def gloo_workers():
@@ -371,6 +371,10 @@ def test_cpu_users_init_with_no_backend() -> None:
         dist.init_process_group(init_method="tcp://127.0.0.1:{ports[0]}", rank=0, world_size=1)
         x = torch.ones(3); dist.all_reduce(x)
         y = torch.ones(2, device="openreg"); dist.all_reduce(y)
+        # a worker names itself once it first runs, which on a busy machine may be later
+        deadline = time.monotonic() + 20
+        while gloo_workers() < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
         print("workers while the group lives:", gloo_workers())
         dist.destroy_process_group()
         gc.collect()
