@@ -102,9 +102,9 @@ HOST_COLUMNS = [
 # sample in one C++ call that keeps the GIL from sys._current_frames() to the last frame
 # (csrc/python/HostStacks.cpp: a walk in Python could lose the GIL halfway, and reading a frame its
 # thread had since left crashed CPython 3.11 once in the suite). Each stack, innermost frame first,
-# is added to a prefix tree of (code, instruction) nodes only until a frame of the thread's last
-# sample at the same instruction: a frame still running is the same object, and its callers have
-# not moved. Frames are known by id() and instruction, and none is kept between samples (a kept
+# is read, and added to a prefix tree of (code, instruction) nodes, only until a frame of the
+# thread's last sample at the same instruction: a frame still running is the same object, and its
+# callers have not moved. Frames are known by id() and instruction, and none is kept between samples (a kept
 # frame would keep its locals, tensors included, alive); an id reused by a new frame of the same
 # code at the same instruction could borrow the old callers, a rare and bounded error we accept for
 # adding a few frames a sample instead of fifty.
@@ -339,50 +339,43 @@ class Sampler:
             else:
                 read.append((ident, tid, now, cpu, queue, None))
         # The stacks of the threads that ran, in one call (Note [Host samples]).
-        walk = [r[0] for r in read if r[5] is None]
+        last = self._last
+        walk = [(r[0], last[r[0]][1] if r[0] in last else {}) for r in read if r[5] is None]
         stacks = _C._host_thread_stacks(walk) if walk else {}
         for ident, tid, now, cpu, queue, node in read:
             if node is None:
                 stack = stacks.get(ident)
                 if stack is None:
                     continue  # it has no Python frame (ending, or not started)
-                node = self._node_of(ident, stack)
+                node = self._node_of(ident, *stack)
             ran[tid] = (cpu, queue, node, now)
             self._rows.append((now, tid, node, cpu, queue))
 
-    def _node_of(self, ident: int, stack: list[tuple[int, int, CodeType]]) -> int:
-        """The node of a thread's stack (innermost frame first: id of the frame, last instruction,
-        code), reading only the frames that changed since the thread's last sample (Note [Host
+    def _node_of(self, ident: int, fresh: list[tuple[int, int, CodeType]], base: int) -> int:
+        """The node of a thread's stack, from the frames that changed since the thread's last sample
+        (innermost first: id of the frame, last instruction, code) and the depth in that sample of
+        the frame they were called from (-1: none), as _C._host_thread_stacks reads them (Note [Host
         samples]): a frame still running is the same object, at the same instruction if it has not
         moved, and so are its callers."""
         prev = self._last.get(ident)
         if prev is None:
             prev = self._last[ident] = ([], {})
         path, index = prev  # (id(frame), lasti, node) root first; (id(frame), lasti) -> depth
-        fresh = []
-        base = -1
-        for frame_id, lasti, code in stack:
-            key = (frame_id, lasti)
-            d = index.get(key)
-            if d is not None:
-                base = d
-                break
-            fresh.append((code, key))
         for gone in path[base + 1 :]:
             index.pop((gone[0], gone[1]), None)
         del path[base + 1 :]
         node = path[-1][2] if path else -1
         nodes = self._nodes
-        for code, key in reversed(fresh):
-            k = (node, id(code), key[1])
+        for frame_id, lasti, code in reversed(fresh):
+            k = (node, id(code), lasti)
             n = nodes.get(k)
             if n is None:
                 n = len(self._node_list)
                 nodes[k] = n
-                self._node_list.append((node, code, key[1]))  # keeps the code (and its id) alive
+                self._node_list.append((node, code, lasti))  # keeps the code (and its id) alive
             node = n
-            index[key] = len(path)
-            path.append((key[0], key[1], node))
+            index[(frame_id, lasti)] = len(path)
+            path.append((frame_id, lasti, node))
         return node
 
     def _times(self, ident: int, tid: int, last: tuple[int, int, int, int] | None) -> tuple[int, int, int]:

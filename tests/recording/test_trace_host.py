@@ -531,9 +531,10 @@ def _inner(ready: threading.Event, stop: threading.Event) -> None:
     stop.wait(10)
 
 
-def test_the_stack_call_reads_a_threads_frames_innermost_first():
+def test_the_stack_call_reads_a_threads_frames_innermost_first_up_to_a_known_one():
     """_C._host_thread_stacks (csrc/python/HostStacks.cpp) gives each thread asked for its frames
-    innermost first, as traceback sees them; a thread without Python frames is left out."""
+    innermost first, as traceback sees them, up to the first frame its known map holds, and that
+    frame's depth; a thread without Python frames is left out."""
     import sys
 
     ready, stop = threading.Event(), threading.Event()
@@ -541,9 +542,10 @@ def test_the_stack_call_reads_a_threads_frames_innermost_first():
     t.start()
     try:
         assert ready.wait(10)
-        stacks = _C._host_thread_stacks([t.ident, 1])  # 1: no such thread
+        stacks = _C._host_thread_stacks([(t.ident, {}), (1, {})])  # 1: no such thread
         assert set(stacks) == {t.ident}
-        stack = stacks[t.ident]
+        stack, base = stacks[t.ident]
+        assert base == -1  # nothing known: the whole stack
         codes = [code for _, _, code in stack]
         frame = sys._current_frames()[t.ident]
         want = []
@@ -551,9 +553,17 @@ def test_the_stack_call_reads_a_threads_frames_innermost_first():
             want.append(frame.f_code)
             frame = frame.f_back
         del frame
-        assert codes[: len(want)] == want  # innermost first: wait, _inner, _outer, run, ...
+        assert codes == want  # innermost first: wait, _inner, _outer, run, ...
         assert codes.index(_inner.__code__) + 1 == codes.index(_outer.__code__)
         assert all(isinstance(fid, int) and lasti >= 0 for fid, lasti, _ in stack)
+        # _outer's frame known at depth 7: the walk stops there and gives the frames below it
+        outer = codes.index(_outer.__code__)
+        known = {(stack[outer][0], stack[outer][1]): 7}
+        fresh, base = _C._host_thread_stacks([(t.ident, known)])[t.ident]
+        assert base == 7 and fresh == stack[:outer]
+        # the same frame at another instruction is not the frame the last sample saw
+        moved = {(stack[outer][0], stack[outer][1] + 2): 7}
+        assert _C._host_thread_stacks([(t.ident, moved)])[t.ident] == (stack, -1)
         assert _C._host_thread_stacks([]) == {}
     finally:
         stop.set()
