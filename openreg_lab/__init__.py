@@ -36,7 +36,16 @@ def _attach_the_lab() -> None:
     compiled.attach()
 
 
+def _label(name: str) -> None:
+    """A label the script names for a profiler (NVTX under from_cuda()): an instant in every open
+    trace (Note [NVTX labels] in device/_cuda_nvtx.py)."""
+    from openreg_lab.recording.session import mark
+
+    mark(name)
+
+
 _seam.use_lab(_attach_the_lab)  # run at the device's first registration with Dynamo, not now
+_seam.on_label(_label)
 _register()
 
 __version__ = "0.1.0"

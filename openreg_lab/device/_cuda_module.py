@@ -8,6 +8,7 @@ kind, and only *calling* what has no openreg meaning fails:
 
 * a name with an openreg meaning is openreg's (``Stream``, ``Event``, ``device_count``,
   ``get_device_properties``, ``mem_get_info``, ...), its device arguments mapped from ``cuda``;
+  ``nvtx``'s ranges and marks are labels in the trace (Note [NVTX labels] in ``_cuda_nvtx.py``);
 * a class without one is a stand-in class of the same name: annotations, ``isinstance`` (always
   False) and subclassing work, instantiating raises ``CudaNotMappedError``;
 * a function without one is a function of the same name that raises ``CudaNotMappedError``;
@@ -24,6 +25,8 @@ from typing import Any
 
 import torch
 
+from openreg_lab.device import _cuda_nvtx
+from openreg_lab.device._devices import device_index
 from openreg_lab.device._properties import get_device_properties
 
 
@@ -41,8 +44,8 @@ def not_mapped(what: str, instead: str = "") -> CudaNotMappedError:
     advice = instead or "guard or remove the call to run the script on openreg"
     return CudaNotMappedError(
         f"{what} has no openreg counterpart, so openreg_lab.from_cuda() (run --from-cuda) cannot map it "
-        f"(it maps devices, streams, events, memory statistics, device properties, random seeds and amp): "
-        f"{advice}"
+        "(it maps devices, streams, events, memory statistics, device properties, random seeds, amp and "
+        f"NVTX labels): {advice}"
     )
 
 
@@ -51,7 +54,6 @@ _INSTEAD = {
     "CUDAGraph": "run the captured code eagerly (or torch.compile it without mode='reduce-overhead')",
     "graph": "run the captured code eagerly (or torch.compile it without mode='reduce-overhead')",
     "make_graphed_callables": "call the module itself",
-    "nvtx": "use openreg_lab.mark() or torch.profiler.record_function() to label a region",
 }
 
 
@@ -140,6 +142,19 @@ def _current_blas_handle() -> int:
     return 0
 
 
+@functools.cache
+def _memory_summary() -> Callable[..., Any]:
+    """CUDA's own ``memory_summary`` (its code and table) over openreg's allocator statistics, which
+    have CUDA's keys: the function's globals with ``memory_stats`` and the device lookup openreg's."""
+    real = REAL_CUDA.memory.memory_summary
+    names = dict(real.__globals__)
+    names["memory_stats"] = torch.openreg.memory_stats
+    names["_get_device_index"] = lambda device, optional=False: device_index(device, optional)
+    summary = types.FunctionType(real.__code__, names, real.__name__, real.__defaults__, real.__closure__)
+    functools.update_wrapper(summary, real)
+    return with_mapped_devices(summary)
+
+
 #: torch.cuda names (in any submodule) with an openreg meaning that is not torch.openreg's name.
 _EXTRA: dict[str, Callable[[], Any]] = {
     "get_device_name": lambda: with_mapped_devices(_device_name),
@@ -148,6 +163,7 @@ _EXTRA: dict[str, Callable[[], Any]] = {
     "current_blas_handle": lambda: _current_blas_handle,
     "is_tf32_supported": lambda: lambda: False,
     "reset_max_memory_allocated": lambda: with_mapped_devices(_reset_max_memory_allocated),
+    "memory_summary": _memory_summary,
     "OutOfMemoryError": lambda: torch.OutOfMemoryError,
     "amp": lambda: REAL_CUDA.amp,
 }
@@ -170,6 +186,8 @@ def _resolve(real_module: types.ModuleType, prefix: str, name: str) -> Any:
     openreg = torch.openreg
     if name in _EXTRA:
         return _EXTRA[name]()
+    if prefix == "nvtx." and name in _cuda_nvtx.__all__:
+        return getattr(_cuda_nvtx, name)  # Note [NVTX labels]
     if name == "_lazy_init":
         return openreg._lazy_init
     if name in openreg.__all__ or name == "get_device_properties":

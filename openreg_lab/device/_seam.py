@@ -13,7 +13,12 @@ here, at registration (``_compile.register``):
 - :func:`registered`: what runs each time the device (re)registers with a Dynamo in the process
   (the lab's compile, recompile and graph-break callbacks, which ``torch._dynamo.reset()`` clears).
 
-The defaults are no-ops: with nothing attached, the template registers its own classes. The lab
+Beside compilation, the labels a script names for a profiler (NVTX ranges and marks, which
+``from_cuda()`` maps: ``_cuda_nvtx.py``) reach :func:`label`; the package's top gives it the lab's
+``openreg_lab.mark`` through :func:`on_label` at import, as Nsight attaches to NVTX.
+
+The defaults are no-ops: with nothing attached, the template registers its own classes and a
+label goes nowhere, as NVTX's calls do with no tool attached. The lab
 attaches through :func:`use_lab`, given by the package's top (``openreg_lab/__init__.py``) a loader
 run once, at the first registration: the device layer never imports the recording layer
 (``tests/layout/test_layers.py`` checks that no other module of ``device/`` names the recorder), and
@@ -35,6 +40,7 @@ _loader: Callable[[], None] | None = None
 _factories: dict[str, Callable[[type], type]] = {}
 _made: dict[str, tuple[type, type]] = {}  # name -> (template class, the class given to Inductor)
 _on_registered: list[Callable[[], None]] = []
+_label: list[Callable[[str], None]] = []  # the lab's label sink, if attached
 
 
 def use_lab(loader: Callable[[], None]) -> None:
@@ -99,3 +105,15 @@ def code_files() -> list[str]:
     the template's own (Note [Inductor's cache knows openreg's code generators] in ``_inductor.py``)."""
     with _lock:
         return sorted({inspect.getfile(factory) for factory in _factories.values()})
+
+
+def on_label(sink: Callable[[str], None]) -> None:
+    """Send every :func:`label` to ``sink`` (the package's top gives ``openreg_lab.mark``)."""
+    _label[:] = [sink]
+
+
+def label(name: str) -> None:
+    """A label the script names for a profiler (an NVTX range's start or end, or a mark): the lab's
+    sink records it; with nothing attached it goes nowhere."""
+    for sink in _label:
+        sink(name)

@@ -20,9 +20,10 @@ Inside the block:
   (Note [Devices mapped where they enter] in ``_cuda_entries.py``).
 * ``torch.cuda`` is replaced by a module whose devices, streams, events, memory statistics, device
   properties and random functions are ``torch.openreg``'s; ``torch.cuda.amp`` (autocast,
-  GradScaler) works. Every other ``torch.cuda`` name still resolves, classes as classes, and
-  raises ``CudaNotMappedError`` naming the call only when called (CUDA graphs, NVTX, ...):
-  Note [Every torch.cuda name resolves] in ``_cuda_module.py``.
+  GradScaler) works; ``torch.cuda.nvtx``'s ranges and marks are marks in an open trace (Note
+  [NVTX labels] in ``_cuda_nvtx.py``). Every other ``torch.cuda`` name still resolves, classes as
+  classes, and raises ``CudaNotMappedError`` naming the call only when called (CUDA graphs,
+  ``tunable``, ...): Note [Every torch.cuda name resolves] in ``_cuda_module.py``.
 * ``torch.autocast("cuda")``, ``torch.amp.autocast("cuda")`` and ``torch.amp.GradScaler("cuda")``
   (and their ``torch.cuda.amp`` spellings) use openreg.
 * ``torch.compile`` works inside the block: Dynamo traces the device wrappers in compiled code,

@@ -176,6 +176,7 @@ stream = torch.cuda.Stream()
 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 torch.cuda.reset_peak_memory_stats()
 for epoch in range(args.epochs):
+    torch.cuda.nvtx.range_push(f"epoch {epoch}")
     start.record()
     with torch.cuda.stream(stream):
         with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -187,6 +188,7 @@ for epoch in range(args.epochs):
     scaler.update()
     end.record()
     torch.cuda.synchronize()
+    torch.cuda.nvtx.range_pop()
     print(f"epoch {epoch} loss {loss.item():.3f} on {x.device} {out.dtype} is_cuda={x.is_cuda}")
 print("peak bytes", torch.cuda.max_memory_allocated() > 0, next(model.parameters()).device)
 """
@@ -209,6 +211,10 @@ def test_from_cuda_runs_an_unmodified_cuda_script(tmp_path):
     }
     casts = lab.load_trace(tmp_path / "cuda.trace").casts()
     assert set(casts["to_dtype"]) == {"bfloat16"}
+    events = lab.load_trace(tmp_path / "cuda.trace").events
+    assert events.loc[events["kind"] == "mark", "name"].tolist() == [  # the script's NVTX ranges
+        "epoch 0", "epoch 0 (end)", "epoch 1", "epoch 1 (end)"
+    ]  # fmt: skip
 
 
 COMPILED_CUDA_SCRIPT = """

@@ -99,13 +99,16 @@ def test_every_cuda_name_resolves_and_only_calls_without_meaning_raise():
         assert not isinstance(torch.ones(1), torch.cuda.CUDAGraph)
         event = torch.cuda.Event()
         assert isinstance(event, torch.cuda.Event) and isinstance(event, torch.cuda.streams.Event)
-        from torch.cuda import nvtx
+        from torch.cuda import graphs
 
-        assert inspect.isfunction(nvtx.range_push) and nvtx.range_push.__name__ == "range_push"
+        make = graphs.make_graphed_callables  # a submodule's function without an openreg meaning
+        assert inspect.isfunction(make) and make.__name__ == "make_graphed_callables"
+        assert make is torch.cuda.make_graphed_callables
         with pytest.raises(
-            openreg_lab.CudaNotMappedError, match=r"^torch\.cuda\.nvtx\.range_push\(\).*openreg_lab\.mark"
+            openreg_lab.CudaNotMappedError,
+            match=r"^torch\.cuda\.graphs\.make_graphed_callables\(\).*: call the module itself$",
         ):
-            nvtx.range_push("step")
+            make(nn.Linear(2, 2), (torch.ones(1, 2),))
         with pytest.raises(openreg_lab.CudaNotMappedError, match=r"^torch\.cuda\.CUDAGraph\.pool "):
             torch.cuda.CUDAGraph.pool  # noqa: B018
         with pytest.raises(AttributeError):
@@ -118,6 +121,69 @@ def test_every_cuda_name_resolves_and_only_calls_without_meaning_raise():
         assert torch.cuda.memory.memory_allocated(0) == torch.openreg.memory_allocated(0)
     assert torch.cuda is REAL_CUDA
     assert torch.cuda.comm is sys.modules["torch.cuda.comm"]  # the real package has it after the block
+
+
+def _nvtx_worker(nvtx, handle: int, depths: list[int]) -> None:
+    depths.append(nvtx.range_push("worker"))  # its own stack: depth 0 again
+    depths.append(nvtx.range_pop())
+    nvtx.range_end(handle)  # a range_start range ends on any thread
+
+
+def test_nvtx_ranges_and_marks_are_marks_in_the_trace():
+    """NVTX under from_cuda keeps its contract (depths, handles, per-thread stacks, the context
+    manager's format) and each start, end and mark is a mark in the open trace (Note [NVTX labels])."""
+    with openreg_lab.trace() as t, openreg_lab.from_cuda():
+        from torch.cuda import nvtx
+
+        assert nvtx.range_push("forward") == 0
+        assert nvtx.range_push("attention") == 1
+        torch.ones(2, device="cuda").add_(1)
+        assert nvtx.range_pop() == 1
+        assert nvtx.range_pop() == 0
+        assert nvtx.range_pop() == -1  # none open: NVTX's negative answer
+        handle = nvtx.range_start("load")
+        depths: list[int] = []
+        worker = threading.Thread(target=_nvtx_worker, args=(nvtx, handle, depths))
+        worker.start()
+        worker.join(10)
+        assert depths == [0, 0]
+        with nvtx.range("step {}", 3):
+            nvtx.mark("inside")
+
+        @torch.cuda.nvtx.range("decorated")
+        def f() -> int:
+            return 7
+
+        assert f() == 7
+        with pytest.warns(UserWarning, match=r"range_end\(123456\): no range with this handle is open"):
+            nvtx.range_end(123456)
+        with pytest.raises(TypeError, match=r"range_push\(msg\) takes a string, got int"):
+            nvtx.range_push(5)
+        assert nvtx.range_pop() == -1  # the refused push left no range open
+    marks = t.events.loc[t.events["kind"] == "mark", "name"].tolist()
+    assert marks == [
+        "forward", "attention", "attention (end)", "forward (end)", "load", "worker", "worker (end)",
+        "load (end)", "step 3", "inside", "step 3 (end)", "decorated", "decorated (end)",
+    ]  # fmt: skip
+    with openreg_lab.from_cuda():
+        torch.cuda.nvtx.mark("no trace open: goes nowhere")
+
+
+def test_memory_summary_is_cudas_table_of_openregs_allocator():
+    with openreg_lab.from_cuda():
+        torch.openreg.empty_cache()
+        before = torch.cuda.memory_allocated(1)
+        x = torch.ones(1000, device="cuda:1")  # 4000 bytes requested
+        summary = torch.cuda.memory_summary("cuda:1", abbreviated=True)
+        assert torch.cuda.memory.memory_summary is torch.cuda.memory_summary
+    lines = summary.splitlines()
+    assert "memory summary, device ID 1" in lines[1]
+    row = next(line for line in lines if line.startswith("| Allocations "))
+    current, peak = (int(cell) for cell in row.split("|")[2:4])
+    stats = torch.openreg.memory_stats(1)
+    assert (current, peak) == (stats["allocation.all.current"], stats["allocation.all.peak"])
+    assert current >= 1 and torch.openreg.memory_allocated(1) - before >= 4000
+    del x
 
 
 def test_device_properties_have_cuda_fields():
