@@ -142,6 +142,22 @@ def _current_blas_handle() -> int:
     return 0
 
 
+_SIZES: dict[int, int] = {}  # device index -> its memory before a fraction first capped it
+
+
+def _set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
+    """CUDA's cap as a share of the device's memory: openreg's memory limit at that many bytes. The
+    share is of the device's memory before the first such call (its ``OPENREG_MEMORY_LIMIT``, or host
+    RAM), so that calls do not compound (openreg reports a cap as the device's total)."""
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 <= fraction <= 1:
+        raise ValueError(
+            f"set_per_process_memory_fraction: the fraction must be within [0, 1], got {fraction!r}"
+        )
+    index = device_index(device)
+    size = _SIZES.setdefault(index, get_device_properties(index).total_memory)
+    torch.openreg.set_memory_limit(max(int(fraction * size), 1), index)  # 0: every allocation fails
+
+
 @functools.cache
 def _memory_summary() -> Callable[..., Any]:
     """CUDA's own ``memory_summary`` (its code and table) over openreg's allocator statistics, which
@@ -164,6 +180,9 @@ _EXTRA: dict[str, Callable[[], Any]] = {
     "is_tf32_supported": lambda: lambda: False,
     "reset_max_memory_allocated": lambda: with_mapped_devices(_reset_max_memory_allocated),
     "memory_summary": _memory_summary,
+    "set_per_process_memory_fraction": lambda: with_mapped_devices(_set_per_process_memory_fraction),
+    "is_current_stream_capturing": lambda: lambda: False,  # no CUDA graph is ever captured
+    "get_arch_list": lambda: lambda: [],  # no CUDA architecture, as a build without CUDA says
     "OutOfMemoryError": lambda: torch.OutOfMemoryError,
     "amp": lambda: REAL_CUDA.amp,
 }

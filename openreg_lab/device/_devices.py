@@ -28,6 +28,12 @@ def current_device() -> int:
     return _C.current_device()
 
 
+#: Device types that name openreg besides ``"openreg"``: ``from_cuda()`` adds ``"cuda"`` while its
+#: block runs, so openreg's own classes under CUDA's names take CUDA's device strings
+#: (``torch.cuda.device("cuda:1")``, ``torch.cuda.Stream(device="cuda:1")``).
+ALIASES: set[str] = set()
+
+
 def device_index(device: DeviceLike, optional: bool = True) -> int:
     """Turn ``device`` (an index, ``"openreg:1"``, a ``torch.device`` or None) into a checked index.
 
@@ -41,7 +47,7 @@ def device_index(device: DeviceLike, optional: bool = True) -> int:
         return _C.current_device()  # a query: does not initialise openreg
     if isinstance(device, str | torch.device):
         dev = torch.device(device)
-        if dev.type != "openreg":
+        if dev.type != "openreg" and dev.type not in ALIASES:
             raise ValueError(f"expected an openreg device, got {dev}: use 'openreg' or 'openreg:N'")
         if dev.index is None:
             return _C.current_device()

@@ -48,7 +48,7 @@ from contextlib import contextmanager
 
 import torch
 
-from openreg_lab.device import _cuda_entries, _cuda_module
+from openreg_lab.device import _cuda_entries, _cuda_module, _devices
 from openreg_lab.device._cuda_module import CudaNotMappedError
 
 __all__ = ["CudaNotMappedError", "from_cuda"]
@@ -72,6 +72,8 @@ def _install() -> _cuda_entries.Patches:
         torch.cuda = real  # type: ignore[assignment]
 
     patches.on_undo(restore_cuda)
+    _devices.ALIASES.add("cuda")  # openreg's own classes take "cuda:N" (torch.cuda.device, Stream)
+    patches.on_undo(lambda: _devices.ALIASES.discard("cuda"))
     try:
         _cuda_entries.install(patches)
     except BaseException:

@@ -169,6 +169,43 @@ def test_nvtx_ranges_and_marks_are_marks_in_the_trace():
         torch.cuda.nvtx.mark("no trace open: goes nowhere")
 
 
+def test_openregs_own_classes_take_cuda_devices_inside_the_block():
+    """torch.cuda.device and torch.cuda.Stream are openreg's classes (isinstance holds for the
+    streams openreg makes), and inside the block they take "cuda:N" as scripts pass it."""
+    with openreg_lab.from_cuda():
+        with torch.cuda.device("cuda:1"):
+            assert torch.cuda.current_device() == 1
+            assert torch.ones(1, device="cuda").device == torch.device("openreg", 1)
+        with torch.cuda.device(torch.device("cuda", 1)):
+            assert torch.cuda.current_device() == 1
+        assert torch.cuda.current_device() == 0
+        stream = torch.cuda.Stream(device="cuda:1")
+        assert stream.device == torch.device("openreg", 1)
+        assert isinstance(torch.cuda.current_stream(), torch.cuda.Stream)
+    with pytest.raises(ValueError, match=r"expected an openreg device, got cuda:1"):
+        torch.openreg.Stream(device="cuda:1")  # outside the block, "cuda" is CUDA again
+
+
+def test_a_memory_fraction_is_openregs_memory_limit():
+    with openreg_lab.from_cuda():
+        size = torch.cuda.get_device_properties(1).total_memory
+        limits = torch.openreg.get_memory_limit(0), torch.openreg.get_memory_limit(1)
+        try:
+            torch.cuda.set_per_process_memory_fraction(0.25, "cuda:1")
+            torch.cuda.set_per_process_memory_fraction(0.5, "cuda:1")  # of the device, not compounded
+            assert torch.openreg.get_memory_limit(1) == int(0.5 * size)
+            assert torch.openreg.get_memory_limit(0) == limits[0]  # the other device untouched
+            with pytest.raises(ValueError, match=r"within \[0, 1\], got 1.5"):
+                torch.cuda.set_per_process_memory_fraction(1.5)
+            torch.cuda.set_per_process_memory_fraction(0, 1)  # as on CUDA, nothing may be allocated
+            with pytest.raises(torch.OutOfMemoryError):
+                torch.empty(1024, device="cuda:1")
+        finally:
+            torch.openreg.set_memory_limit(limits[1], 1)
+        assert torch.cuda.is_current_stream_capturing() is False  # no CUDA graph is ever captured
+        assert torch.cuda.get_arch_list() == []
+
+
 def test_memory_summary_is_cudas_table_of_openregs_allocator():
     with openreg_lab.from_cuda():
         torch.openreg.empty_cache()
