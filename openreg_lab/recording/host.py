@@ -104,10 +104,10 @@ HOST_COLUMNS = [
 # thread had since left crashed CPython 3.11 once in the suite). Each stack, innermost frame first,
 # is read, and added to a prefix tree of (code, instruction) nodes, only until a frame of the
 # thread's last sample at the same instruction: a frame still running is the same object, and its
-# callers have not moved. Frames are known by id() and instruction, and none is kept between samples (a kept
-# frame would keep its locals, tensors included, alive); an id reused by a new frame of the same
-# code at the same instruction could borrow the old callers, a rare and bounded error we accept for
-# adding a few frames a sample instead of fifty.
+# callers have not moved. Frames are known by id() and instruction, and none is kept between
+# samples (a kept frame would keep its locals, tensors included, alive); an id reused by a new frame
+# of the same code at the same instruction could borrow the old callers, a rare and bounded error we
+# accept for adding a few frames a sample instead of fifty.
 # Lines, qualified names and the callee of a waiting line are read once per node when the trace
 # ends. Beside the stack, the sampler reads the thread's CPU clock and its schedstat's time waiting
 # in the run queue: the time between two samples that the thread spent neither running nor
@@ -339,8 +339,8 @@ class Sampler:
             else:
                 read.append((ident, tid, now, cpu, queue, None))
         # The stacks of the threads that ran, in one call (Note [Host samples]).
-        last = self._last
-        walk = [(r[0], last[r[0]][1] if r[0] in last else {}) for r in read if r[5] is None]
+        seen = self._last  # ident -> (path, (frame id, instruction) -> depth) of its last sample
+        walk = [(r[0], seen[r[0]][1] if r[0] in seen else {}) for r in read if r[5] is None]
         stacks = _C._host_thread_stacks(walk) if walk else {}
         for ident, tid, now, cpu, queue, node in read:
             if node is None:
