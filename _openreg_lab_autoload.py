@@ -10,7 +10,13 @@ Note [Autoload never breaks import torch]
 torch turns an exception from a backend's entry point into a failed ``import torch``, which would
 stop every torch program in the environment, including those that never use openreg. So this
 module lives outside the package (importing it cannot fail the way ``import openreg_lab`` can),
-and :func:`load` turns a failure into a warning naming the cause and the switch.
+and :func:`load` turns a failure into a warning naming the cause and the switch. A failure no
+``except`` can catch is prevented before it happens: the package checks its C++ extension before
+loading it, since a truncated one would kill the process with SIGBUS (Note [The extension is
+checked before it is loaded] in ``openreg_lab/_extension.py``). After a warning, fixing the cause
+and ``import openreg_lab`` registers the device in the same process, a corrected
+``OPENREG_DEVICE_COUNT`` included (Note [The device count is fixed at its first valid reading] in
+``csrc/runtime/Device.cpp``).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch  # noqa: F401  (loads libtorch before our extension)
 
-from openreg_lab import _C  # noqa: F401
+from openreg_lab._extension import C as _C  # noqa: F401  Note [The extension is checked before it is loaded]
 from openreg_lab.device import _seam
 from openreg_lab.device._register import register as _register
 from openreg_lab.dispatch.fallback import fallback_policy, get_fallback_policy, set_fallback_policy

@@ -8,35 +8,56 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 namespace openreg {
 namespace {
 
-struct DeviceConfig {
+// One reading of OPENREG_DEVICE_COUNT: the count, or why the value is not one.
+struct Reading {
   c10::DeviceIndex count = 2;
-  std::string error;  // non-empty when the environment variable is invalid
+  std::string text;   // the value ("" when unset)
+  std::string error;  // non-empty when the value is not a device count
 };
 
-const DeviceConfig& config() {
-  static const DeviceConfig cfg = [] {
-    DeviceConfig c;
-    const char* env = std::getenv("OPENREG_DEVICE_COUNT");
-    if (env == nullptr || *env == '\0') {
-      return c;
-    }
-    char* end = nullptr;
-    long value = std::strtol(env, &end, 10);
-    if (*end != '\0' || value < 1 || value > kMaxDevices) {
-      c.error = std::string("OPENREG_DEVICE_COUNT='") + env +
-                "' is not a device count: set it to a whole number from 1 to " +
-                std::to_string(kMaxDevices) + " (or unset it for the default, 2)";
-      return c;
-    }
-    c.count = static_cast<c10::DeviceIndex>(value);
-    return c;
-  }();
-  return cfg;
+Reading read_count() {
+  Reading r;
+  const char* env = std::getenv("OPENREG_DEVICE_COUNT");
+  if (env == nullptr || *env == '\0') {
+    return r;
+  }
+  r.text = env;
+  char* end = nullptr;
+  long value = std::strtol(env, &end, 10);
+  if (*end != '\0' || value < 1 || value > kMaxDevices) {
+    r.error = std::string("OPENREG_DEVICE_COUNT='") + env +
+              "' is not a device count: set it to a whole number from 1 to " +
+              std::to_string(kMaxDevices) + " (or unset it for the default, 2)";
+    return r;
+  }
+  r.count = static_cast<c10::DeviceIndex>(value);
+  return r;
+}
+
+// Note [The device count is fixed at its first valid reading]
+// Per-device state (the default generators, the allocator's statistics) is
+// sized by the count, so once a valid OPENREG_DEVICE_COUNT has been read the
+// count is fixed for the process. An invalid value is not kept: it fails the
+// import (check_config), nothing reads the count before that (the package
+// validates first: openreg_lab/_extension.py), and the next import reads the
+// variable again. So after torch's autoload failed on a bad value, setting a
+// good one and importing openreg_lab works. A different value after the count
+// was fixed cannot be honoured: check_config says a restart is needed.
+std::mutex fixed_mutex;
+std::atomic<c10::DeviceIndex> fixed_count{0};  // 0: not fixed yet
+
+c10::DeviceIndex fix_count(c10::DeviceIndex count) {
+  std::lock_guard<std::mutex> lock(fixed_mutex);
+  if (fixed_count.load(std::memory_order_relaxed) == 0) {
+    fixed_count.store(count, std::memory_order_release);
+  }
+  return fixed_count.load(std::memory_order_relaxed);
 }
 
 thread_local c10::DeviceIndex tls_current_device = 0;
@@ -50,11 +71,28 @@ constexpr int32_t kInvalidDevice = 101;
 }  // namespace
 
 c10::DeviceIndex device_count() noexcept {
-  return config().count;
+  const c10::DeviceIndex fixed = fixed_count.load(std::memory_order_acquire);
+  if (C10_LIKELY(fixed > 0)) {
+    return fixed;
+  }
+  const Reading r = read_count();
+  return r.error.empty() ? fix_count(r.count) : r.count;
 }
 
 void check_config() {
-  TORCH_CHECK(config().error.empty(), config().error);
+  const Reading r = read_count();
+  const c10::DeviceIndex fixed = fixed_count.load(std::memory_order_acquire);
+  if (fixed > 0) {
+    // Note [The device count is fixed at its first valid reading]
+    TORCH_CHECK(r.error.empty() && r.count == fixed, "OPENREG_DEVICE_COUNT='", r.text,
+                "' cannot take effect: this process fixed openreg's device count at ",
+                static_cast<int>(fixed),
+                " when an earlier import of openreg_lab read it; restart Python to use a new "
+                "value");
+    return;
+  }
+  TORCH_CHECK(r.error.empty(), r.error);
+  fix_count(r.count);
 }
 
 void check_device_index(c10::DeviceIndex index) {

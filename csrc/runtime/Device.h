@@ -3,8 +3,10 @@
 // The simulated devices: how many there are and which one this thread uses.
 //
 // openreg simulates `device_count()` accelerators whose memory lives in host
-// RAM. The count is read once from OPENREG_DEVICE_COUNT (default 2). Like
-// CUDA, the current device is per thread and starts at 0.
+// RAM. The count comes from OPENREG_DEVICE_COUNT (default 2), fixed for the
+// process once a valid value has been read:
+// Note [The device count is fixed at its first valid reading] in Device.cpp.
+// Like CUDA, the current device is per thread and starts at 0.
 
 #include <c10/core/Device.h>
 
@@ -17,7 +19,9 @@ constexpr c10::DeviceIndex kMaxDevices = 16;
 // Number of simulated devices. Never throws; see check_config().
 c10::DeviceIndex device_count() noexcept;
 
-// Throws if OPENREG_DEVICE_COUNT holds something other than 1..kMaxDevices.
+// Throws if OPENREG_DEVICE_COUNT holds something other than 1..kMaxDevices,
+// or (once the count is fixed) another count than the fixed one; otherwise
+// fixes the count. The import calls it before anything reads the count.
 void check_config();
 
 // Throws unless 0 <= index < count: a c10::AcceleratorError (a RuntimeError in

@@ -7,14 +7,18 @@ The entry points are installed for the children from this tree by ``scripts/dev_
 from __future__ import annotations
 
 import configparser
+import importlib.machinery
 import json
 import os
+import shutil
+import struct
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from openreg_lab import _extension
 from tests.support.processes import run_python
 
 REPO = Path(__file__).resolve().parents[2]
@@ -101,6 +105,139 @@ def test_a_failing_autoload_warns_and_torch_still_imports(site):
     assert "openreg-lab could not register the openreg device on `import torch`" in warning[0]
     assert "OPENREG_DEVICE_COUNT='seven' is not a device count" in warning[0]  # the cause
     assert "set TORCH_DEVICE_BACKEND_AUTOLOAD=0" in warning[0]  # the switch
+
+
+def _autoload_warnings(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "RuntimeWarning: openreg-lab could not register" in line]
+
+
+def test_a_truncated_or_missing_extension_warns_with_its_cause_and_torch_still_imports(site, tmp_path):
+    # A scratch copy of the package (the real build stays whole), truncated: loading it would kill
+    # `import torch` with SIGBUS (rc 135); a missing one was reported as "a circular import".
+    scratch = tmp_path / "scratch"
+    no_caches = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(REPO / "openreg_lab", scratch / "openreg_lab", ignore=no_caches)
+    shutil.copy(REPO / "_openreg_lab_autoload.py", scratch)
+    [so] = (scratch / "openreg_lab").glob("_C.*")
+    size = so.stat().st_size
+    os.truncate(so, size // 2)
+    code = textwrap.dedent(
+        f"""
+        import os, sys, warnings
+        import torch
+        print(torch.ones(2).sum().item(), hasattr(torch, "openreg"), "openreg_lab._C" in sys.modules)
+        os.remove({str(so)!r})
+        import _openreg_lab_autoload  # the entry point torch called, as it calls it on import
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            _openreg_lab_autoload.load()
+        print(len(caught), caught[0].category.__name__)
+        print(caught[0].message)
+        """
+    )
+    # PYTHONSAFEPATH: not the working directory (this tree) first on the child's path
+    result = run_python(code, PYTHONPATH=os.pathsep.join([str(scratch), site]), PYTHONSAFEPATH="1")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:2] == ["2.0 False False", "1 RuntimeWarning"]  # torch works, nothing of ours loaded
+    [truncated] = _autoload_warnings(result.stderr)
+    assert (
+        f"(ImportError: openreg-lab's C++ extension {so} is damaged: its {size // 2} bytes end before its "
+        "loadable segment"
+    ) in truncated
+    assert "the file is truncated. It was not loaded (loading it could kill the process)" in truncated
+    missing = lines[2]
+    assert missing.startswith(
+        f"openreg-lab could not register the openreg device on `import torch` (ImportError: openreg-lab's "
+        f"C++ extension is missing: {so.parent} has no {so.name}; build it in place"
+    )
+    assert "circular" not in missing
+    for warning in (truncated, missing):  # the switch
+        assert "set TORCH_DEVICE_BACKEND_AUTOLOAD=0 to skip loading device backends" in warning
+
+
+def test_a_device_count_fixed_after_a_failed_autoload_is_honoured_and_a_changed_one_needs_a_restart(site):
+    # OPENREG_DEVICE_COUNT=99 fails the autoload; fixed, `import openreg_lab` works without a restart.
+    # The count is fixed once a valid value is read: a later import failing for another reason (a
+    # bad OPENREG_MEMORY_LIMIT) keeps it, and a changed count then says a restart is needed.
+    code = textwrap.dedent(
+        """
+        import os
+        import torch
+        print(hasattr(torch, "openreg"))
+        os.environ["OPENREG_DEVICE_COUNT"] = "3"
+        try:
+            import openreg_lab
+        except RuntimeError as e:
+            print(e)
+        del os.environ["OPENREG_MEMORY_LIMIT"]
+        os.environ["OPENREG_DEVICE_COUNT"] = "4"
+        try:
+            import openreg_lab
+        except RuntimeError as e:
+            print(e)
+        os.environ["OPENREG_DEVICE_COUNT"] = "3"
+        import openreg_lab
+        print(torch.openreg.device_count(), torch.accelerator.device_count(),
+              len(torch.openreg.default_generators), torch.ones(1, device="openreg:2").device)
+        """
+    )
+    result = _run(site, code, OPENREG_DEVICE_COUNT="99", OPENREG_MEMORY_LIMIT="lots")
+    assert result.returncode == 0, result.stderr
+    [warning] = _autoload_warnings(result.stderr)
+    assert "(RuntimeError: OPENREG_DEVICE_COUNT='99' is not a device count" in warning
+    assert result.stdout.splitlines() == [
+        "False",
+        "OPENREG_MEMORY_LIMIT='lots' is not a memory size: use a whole number of bytes from 1 to 2**63 - 1, "
+        "or a number with K, M or G (e.g. 512M, 1.5G, 2GiB), or unset it for no limit",
+        "OPENREG_DEVICE_COUNT='4' cannot take effect: this process fixed openreg's device count at 3 when an "
+        "earlier import of openreg_lab read it; restart Python to use a new value",
+        "3 3 3 openreg:2",
+    ]
+
+
+def _elf_head(real: bytes, **fields: int) -> bytes:
+    """The first 64 bytes of ``real`` (an ELF64 little-endian header) with some fields replaced."""
+    head = bytearray(real[:64])
+    offsets = {"ei_class": (4, "B"), "ei_data": (5, "B"), "e_type": (16, "<H"), "e_machine": (18, "<H"),
+               "e_phnum": (56, "<H")}  # fmt: skip
+    for name, value in fields.items():
+        offset, fmt = offsets[name]
+        struct.pack_into(fmt, head, offset, value)
+    return bytes(head)
+
+
+def test_the_extension_check_names_what_is_wrong_with_a_file(tmp_path):
+    [real_path] = (REPO / "openreg_lab").glob("_C" + importlib.machinery.EXTENSION_SUFFIXES[0])
+    real = real_path.read_bytes()
+    assert _extension.problem(str(real_path)) is None
+    own = _extension._own_elf_ident()
+    assert own is not None and own[0] == b"\x02\x01"  # this test's headers are ELF64 little-endian
+    name = _extension._machine_name
+    host = f"and this Python is 64-bit {name(own[1])}"
+    other = 183 if own[1] != 183 else 62  # AArch64, or x86-64 on an AArch64 host
+    cases = [
+        (b"", "it is not an ELF shared object (0 bytes, starting b'')"),
+        (b"<html>not a library</html>", "it is not an ELF shared object (26 bytes, starting b'<htm')"),
+        (real[:40], "its 40 bytes end inside its ELF header: the file is truncated"),
+        (_elf_head(real, ei_class=7), "its ELF header is invalid (class and byte order b'\\x07\\x01')"),
+        (_elf_head(real, ei_class=1), f"it was built for 32-bit {name(own[1])}, {host}"),
+        (_elf_head(real, e_machine=other), f"it was built for 64-bit {name(other)}, {host}"),
+        (_elf_head(real, e_type=2), "it is not a shared object (ELF type 2)"),
+        (_elf_head(real, e_phnum=0), "its program header table is invalid (0 entries of 56 bytes)"),
+        (real[:100], "its 100 bytes end before its program headers, which end at byte "),
+        (real[:8192], "its 8192 bytes end before its loadable segment "),
+        (
+            real[:-1],
+            f"its {len(real) - 1} bytes end before its section header table, which ends at byte "
+            f"{len(real)}: the file is truncated",
+        ),
+    ]
+    for i, (data, want) in enumerate(cases):
+        path = tmp_path / f"case{i}.so"
+        path.write_bytes(data)
+        assert (_extension.problem(str(path)) or "").startswith(want), (i, _extension.problem(str(path)))
+    assert _extension.problem(str(tmp_path)) == "it cannot be read (Is a directory)"
 
 
 def test_autoload_imports_no_compiler_no_more_distributed_and_no_tables(site):
