@@ -7,7 +7,7 @@ import atexit
 import torch
 
 from openreg_lab import _C, device
-from openreg_lab.device import _compile, _distributed, _sharing
+from openreg_lab.device import _comm, _compile, _distributed, _sharing
 
 BACKEND = "openreg"
 
@@ -16,12 +16,14 @@ def register() -> None:
     """Rename PrivateUse1 to ``openreg``, install ``torch.openreg`` and generate the tensor methods.
 
     Also registers openreg's ``torch.distributed`` backend (``_distributed``), shares openreg
-    tensors and storages sent to another process (``_sharing``), and
+    tensors and storages sent to another process (``_sharing``), gives ``torch.nn.parallel`` the
+    copies ``nn.DataParallel`` needs (``_comm``: Note [DataParallel's primitives]), and
     registers the exit handler of Note [Autograd workers at exit] (``csrc/python/AutogradExit.cpp``).
     Safe to call again: each step is skipped when already done.
     """
     _C._init()
     _sharing.install()
+    _comm.install()
     atexit.unregister(_C._drain_autograd_workers)
     atexit.register(_C._drain_autograd_workers)
     current = torch._C._get_privateuse1_backend_name()
