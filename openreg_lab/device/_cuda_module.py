@@ -54,7 +54,12 @@ _INSTEAD = {
     "CUDAGraph": "run the captured code eagerly (or torch.compile it without mode='reduce-overhead')",
     "graph": "run the captured code eagerly (or torch.compile it without mode='reduce-overhead')",
     "make_graphed_callables": "call the module itself",
+    "jiterator": "write the elementwise function as torch operations (torch.compile fuses them)",
 }
+
+#: Submodules whose API has names with a leading underscore: ``torch.cuda.jiterator._create_jit_fn``
+#: is what scripts call, so its functions and classes are stand-ins too, not torch's internals.
+_UNDERSCORED_API = ("jiterator.",)
 
 
 def map_device(value: Any) -> Any:
@@ -214,6 +219,8 @@ def _resolve(real_module: types.ModuleType, prefix: str, name: str) -> Any:
         return value if isinstance(value, type) or not callable(value) else with_mapped_devices(value)
     real = getattr(real_module, name)  # AttributeError, as torch.cuda would raise
     qualname = prefix + name
+    if prefix in _UNDERSCORED_API and getattr(real, "__module__", "") == real_module.__name__:
+        return _stand_in(qualname, real)  # the jiterator compiles CUDA C++: nothing to map it to
     if name.startswith("_") or (isinstance(real, type) and issubclass(real, BaseException)):
         return real  # torch's internals and CUDA's exception types
     if isinstance(real, types.ModuleType):

@@ -19,7 +19,7 @@ def _as_device(device: DeviceLike) -> torch.device:
 
 
 class Stream(torch.Stream):
-    """An openreg stream. ``priority`` is 0 (default) or -1 (high)."""
+    """An openreg stream. ``priority`` is 0 (default) or -1 (high): :meth:`priority_range`."""
 
     def __new__(cls, device: DeviceLike = None, priority: int = 0, **kwargs: Any) -> Stream:
         if kwargs:  # rebuilding from stream_id / device_index / device_type
@@ -30,6 +30,14 @@ class Stream(torch.Stream):
     def priority(self) -> int:
         """The priority the stream was created with."""
         return _C.stream_priority(self.stream_id, self.device_index)
+
+    @staticmethod
+    def priority_range() -> tuple[int, int]:
+        """The priorities a stream may have, as ``torch.cuda.Stream.priority_range()``: (least,
+        greatest) = (0, -1). Lower numbers are higher priorities, as on CUDA (which gives (0, -N));
+        openreg has one high priority, and runs every stream's work at once (Note [Synchronous
+        execution] in ``csrc/runtime/Stream.h``), so a priority is recorded, not scheduled."""
+        return (0, -1)
 
     def __repr__(self) -> str:
         return f"<torch.openreg.Stream device=openreg:{self.device_index} stream_id={self.stream_id}>"

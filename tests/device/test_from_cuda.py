@@ -186,6 +186,34 @@ def test_openregs_own_classes_take_cuda_devices_inside_the_block():
         torch.openreg.Stream(device="cuda:1")  # outside the block, "cuda" is CUDA again
 
 
+def test_stream_priorities_are_what_openreg_honours():
+    # CUDA gives (0, -N): lower is higher priority. openreg has the default and one high priority.
+    with openreg_lab.from_cuda():
+        least, greatest = torch.cuda.Stream.priority_range()
+        assert (least, greatest) == (0, -1) == torch.cuda.streams.Stream.priority_range()
+        assert torch.cuda.Stream(priority=greatest).priority == -1
+        assert torch.cuda.Stream(priority=least).priority == 0
+        with pytest.raises(ValueError, match=r"priority must be 0 \(default\) or -1 \(high\), got -2"):
+            torch.cuda.Stream(priority=greatest - 1)
+    assert torch.openreg.Stream.priority_range() == (0, -1)
+
+
+def test_the_jiterator_is_named_as_not_mapped():
+    code = "template <typename T> T twice(T x) { return x + x; }"
+    with openreg_lab.from_cuda():
+        from torch.cuda import jiterator  # resolves, as every torch.cuda name does
+
+        for create in (jiterator._create_jit_fn, torch.cuda.jiterator._create_multi_output_jit_fn):
+            with pytest.raises(
+                openreg_lab.CudaNotMappedError,
+                match=rf"^torch\.cuda\.jiterator\.{create.__name__}\(\) has no openreg counterpart.*: write "
+                r"the elementwise function as torch operations",
+            ):
+                create(code)
+        with pytest.raises(AttributeError):
+            jiterator.no_such_function  # noqa: B018
+
+
 def test_a_memory_fraction_is_openregs_memory_limit():
     with openreg_lab.from_cuda():
         size = torch.cuda.get_device_properties(1).total_memory
