@@ -5,11 +5,13 @@ A device reaches a kernel through a few entry points only: the ``device=`` of fa
 (``torch.zeros``, ``torch.randn``, ``Tensor.new_zeros``, ...), ``Tensor.to`` / ``.cuda`` /
 ``.pin_memory``, ``Module.to`` (``torch._C._nn._parse_to``) and ``.cuda``, the device context
 (``with torch.device("cuda")``, ``torch.set_default_device``), ``torch.Generator``, autocast and
-GradScaler's device type, ``torch.load``'s ``map_location`` and ``torch.distributed``'s
-backends. ``from_cuda()`` replaces exactly those by wrappers that turn ``"cuda"`` into
-``"openreg"`` and call the original; every other call (``F.linear``, ``torch.add``, autograd, the
-optimizers' foreach kernels) runs as without it, with no Python in between. A
-``TorchFunctionMode`` did the same per call, which cost a small-op training step 1.8x-2.0x.
+GradScaler's device type, ``torch.load``'s ``map_location``, ``torch.distributed``'s backends and
+the ``device_ids`` of DataParallel and DistributedDataParallel. ``from_cuda()`` replaces exactly
+those by wrappers that turn ``"cuda"`` into ``"openreg"`` (and CUDA's ordinals into openreg's
+indices: Note [CUDA_VISIBLE_DEVICES under from_cuda]) and call the original; every other call
+(``F.linear``, ``torch.add``, autograd, the optimizers' foreach kernels) runs as without it, with
+no Python in between. A ``TorchFunctionMode`` did the same per call, which cost a small-op training
+step 1.8x-2.0x.
 
 The factory functions are found from the operator schemas (every public ``torch`` function or
 ``Tensor`` method whose schema has a ``device`` argument), so new factories are covered too.
@@ -22,13 +24,14 @@ devices from its tensors (``device=x.device``), as compiled code usually does.
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from openreg_lab.device import _distributed
-from openreg_lab.device._cuda_module import map_device, not_mapped
+from openreg_lab.device import _cuda_visible, _distributed
+from openreg_lab.device._cuda_module import map_device
 
 
 class Patches:
@@ -65,20 +68,21 @@ def _device_keyword(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if "device" in kwargs:
-            kwargs["device"] = map_device(kwargs["device"])
+            kwargs["device"] = map_device(kwargs["device"], ints=True)
         return fn(*args, **kwargs)
 
     return wrapper
 
 
 def _device_anywhere(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` with devices mapped in any position (``Tensor.to("cuda")``, ``_parse_to``)."""
+    """``fn`` with devices mapped in any position (``Tensor.to("cuda")``, ``_parse_to``): an int
+    there is a device (``x.to(1)``; dtypes are not ints, and ``non_blocking`` is a bool)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        args = tuple(map_device(a) for a in args)
+        args = tuple(map_device(a, ints=True) for a in args)
         if "device" in kwargs:
-            kwargs["device"] = map_device(kwargs["device"])
+            kwargs["device"] = map_device(kwargs["device"], ints=True)
         return fn(*args, **kwargs)
 
     return wrapper
@@ -90,11 +94,11 @@ def _to_openreg(
     non_blocking: bool = False,
     memory_format: torch.memory_format = torch.preserve_format,
 ) -> torch.Tensor:
-    """``Tensor.cuda(device)`` on openreg (an int ``device`` is an openreg device index)."""
+    """``Tensor.cuda(device)`` on openreg (an int ``device`` is a CUDA ordinal)."""
     if device is None:
-        target = torch.device("openreg", torch.openreg.current_device())
+        target = torch.device("openreg", _cuda_visible.current_index())
     elif isinstance(device, int):
-        target = torch.device("openreg", device)
+        target = torch.device("openreg", _cuda_visible.to_openreg(device))
     else:
         target = map_device(torch.device(device) if isinstance(device, str) else device)
     return torch._C.TensorBase.to(tensor, target, non_blocking=non_blocking, memory_format=memory_format)
@@ -236,8 +240,8 @@ def _amp(patches: Patches) -> None:
 def _cuda_storages_to_openreg(storage: Any, location: str) -> Any:
     """``map_location`` for checkpoints saved on CUDA: their storages restored on openreg."""
     if location.startswith("cuda"):
-        index = int(location.partition(":")[2] or 0)
-        return storage.to(torch.device("openreg", index))
+        ordinal = int(location.partition(":")[2] or 0)
+        return storage.to(torch.device("openreg", _cuda_visible.to_openreg(ordinal)))
     return storage
 
 
@@ -277,22 +281,72 @@ class _Generator(_REAL_GENERATOR, metaclass=_AnyGenerator):  # type: ignore[misc
     """``torch.Generator`` inside ``from_cuda()``: ``device="cuda"`` makes an openreg generator."""
 
     def __new__(cls, device: Any = "cpu") -> Any:
-        return _REAL_GENERATOR(device=map_device(device))
+        return _REAL_GENERATOR(device=map_device(device, ints=True))
 
 
-def _refuse_data_parallel(patches: Patches) -> None:
-    """``nn.DataParallel`` stops at once: its scatter, gather and broadcast are CUDA kernels
-    (``torch._C._scatter``, ...) that openreg does not have."""
-    from torch.nn.parallel import DataParallel
+def _openreg_index(device: Any) -> Any:
+    """A device of ``device_ids`` or ``output_device`` as openreg's index: an int is a CUDA ordinal
+    (Note [CUDA_VISIBLE_DEVICES under from_cuda]); negatives (the CPU) and others unchanged."""
+    mapped = map_device(device, ints=True)
+    return mapped.index if isinstance(mapped, torch.device) and mapped.type == "openreg" else mapped
 
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        raise not_mapped(
-            "torch.nn.DataParallel",
-            "run on one device (OPENREG_DEVICE_COUNT=1: a Trainer then uses no DataParallel) or one process "
-            "per device with torchrun (DistributedDataParallel over ogloo)",
-        )
 
-    patches.set(DataParallel, "__init__", __init__)
+def _openreg_ids(ids: Any, output: Any, every_by_default: bool) -> tuple[Any, Any]:
+    """``device_ids`` and ``output_device`` as openreg's indices; with ``every_by_default``, no
+    ``device_ids`` means every device CUDA sees (DataParallel's default)."""
+    if ids is None and every_by_default and _cuda_visible.device_count() > 0:
+        ids = range(_cuda_visible.device_count())
+    return (
+        None if ids is None else [_openreg_index(d) for d in ids],
+        None if output is None else _openreg_index(output),
+    )
+
+
+def _with_openreg_ids(init: Callable[..., None], every_by_default: bool) -> Callable[..., None]:
+    """``init(self, module, device_ids=None, output_device=None, ...)`` (DataParallel's and
+    DistributedDataParallel's) given openreg's indices for CUDA's devices."""
+
+    @functools.wraps(init)
+    def wrapped(self: Any, module: Any, *args: Any, **kwargs: Any) -> None:
+        ids = args[0] if args else kwargs.pop("device_ids", None)
+        output = args[1] if len(args) > 1 else kwargs.pop("output_device", None)
+        init(self, module, *_openreg_ids(ids, output, every_by_default), *args[2:], **kwargs)
+
+    return wrapped
+
+
+def _parallel(patches: Patches) -> None:
+    """``nn.DataParallel`` and ``data_parallel`` run over the openreg devices CUDA sees, and
+    DistributedDataParallel's ``device_ids`` are CUDA's ordinals: their device type is openreg
+    (not the ``"cuda"`` that ``torch.cuda.is_available()`` suggests, whose devices are not the
+    tensors'), and their device indices openreg's. The copies between devices are openreg's
+    (Note [DataParallel's primitives] in ``_comm.py``)."""
+    from torch.nn.parallel import DataParallel, DistributedDataParallel
+
+    module = importlib.import_module("torch.nn.parallel.data_parallel")
+    functional = module.data_parallel
+
+    def device_type() -> str | None:
+        return "openreg" if _cuda_visible.device_count() > 0 else None  # none visible: no device
+
+    @functools.wraps(functional)
+    def data_parallel(
+        module: Any,
+        inputs: Any,
+        device_ids: Any = None,
+        output_device: Any = None,
+        dim: int = 0,
+        module_kwargs: Any = None,
+    ) -> Any:
+        ids, output = _openreg_ids(device_ids, output_device, every_by_default=True)
+        return functional(module, inputs, ids, output, dim, module_kwargs)
+
+    patches.set(module, "_get_available_device_type", device_type)
+    patches.set(module, "data_parallel", data_parallel)
+    patches.set(torch.nn.parallel, "data_parallel", data_parallel)
+    patches.set(DataParallel, "__init__", _with_openreg_ids(DataParallel.__init__, True))
+    ddp_init = _with_openreg_ids(DistributedDataParallel.__init__, False)
+    patches.set(DistributedDataParallel, "__init__", ddp_init)
 
 
 def install(patches: Patches) -> None:
@@ -306,5 +360,5 @@ def install(patches: Patches) -> None:
     _amp(patches)
     patches.set(torch, "load", _load_to_openreg(torch.load))
     patches.set(torch, "Generator", _Generator)
-    _refuse_data_parallel(patches)
+    _parallel(patches)
     patches.on_undo(_distributed.map_cuda_backends(map_device))  # "nccl" -> "ogloo"

@@ -19,13 +19,15 @@ kind, and only *calling* what has no openreg meaning fails:
 from __future__ import annotations
 
 import functools
+import inspect
 import types
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from openreg_lab.device import _cuda_nvtx
+from openreg_lab.device import _cuda_nvtx, _cuda_visible
+from openreg_lab.device._devices import device as openreg_device
 from openreg_lab.device._devices import device_index
 from openreg_lab.device._properties import get_device_properties
 
@@ -62,22 +64,45 @@ _INSTEAD = {
 _UNDERSCORED_API = ("jiterator.",)
 
 
-def map_device(value: Any) -> Any:
-    """``"cuda:1"`` or ``torch.device("cuda", 1)`` -> ``torch.device("openreg", 1)``; others unchanged."""
+def map_device(value: Any, ints: bool = False) -> Any:
+    """``"cuda:1"`` or ``torch.device("cuda", 1)`` -> ``torch.device("openreg", 1)``, or the device
+    ``CUDA_VISIBLE_DEVICES`` makes cuda:1 (Note [CUDA_VISIBLE_DEVICES under from_cuda]); others
+    unchanged. With ``ints``, for an argument known to be a device (``.cuda(1)``, ``device=1``,
+    ``torch.cuda.set_device(1)``), an int is a CUDA ordinal too."""
     if isinstance(value, torch.device):
-        return torch.device("openreg", value.index) if value.type == "cuda" else value
+        if value.type != "cuda":
+            return value
+        if value.index is None:
+            if not _cuda_visible.is_identity():
+                _cuda_visible.current_index()  # a hidden current device: the first visible one
+            return torch.device("openreg")
+        return torch.device("openreg", _cuda_visible.to_openreg(value.index))
     if isinstance(value, str) and (value == "cuda" or value.startswith("cuda:")):
         return map_device(torch.device(value))
+    if ints and isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return _cuda_visible.to_openreg(value)
     return value
 
 
 def with_mapped_devices(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` with CUDA devices in its arguments translated (``torch.cuda.set_device("cuda:1")``)."""
+    """``fn`` with CUDA devices in its arguments translated (``torch.cuda.set_device("cuda:1")``);
+    its ``device`` parameter, if it has one, also takes CUDA ordinals."""
+    try:
+        names = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):  # a builtin without a signature
+        names = []
+    position = names.index("device") if "device" in names else None
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         args = tuple(map_device(a) for a in args)
         kwargs = {k: map_device(v) for k, v in kwargs.items()}
+        if not _cuda_visible.is_identity():  # Note [CUDA_VISIBLE_DEVICES under from_cuda]
+            if position is not None and position < len(args):
+                args = (*args[:position], map_device(args[position], ints=True), *args[position + 1 :])
+            elif "device" in kwargs:
+                kwargs["device"] = map_device(kwargs["device"], ints=True)
+            _cuda_visible.current_index()  # the default device (None) is a visible one
         return fn(*args, **kwargs)
 
     return wrapper
@@ -138,6 +163,35 @@ def _device_capability(device: Any = None) -> tuple[int, int]:
     return props.major, props.minor
 
 
+def _current_device() -> int:
+    """``torch.cuda.current_device()``: CUDA's ordinal of this thread's current device."""
+    index = _cuda_visible.current_index()
+    torch.openreg.init()  # as torch.openreg.current_device(): asking initialises the device
+    return _cuda_visible.to_cuda(index)
+
+
+class _CudaDevice(openreg_device):
+    """``torch.cuda.device`` under ``from_cuda()``: openreg's context, whose int is a CUDA ordinal."""
+
+    def __init__(self, device: Any) -> None:
+        super().__init__(map_device(device, ints=True))
+
+    def __enter__(self) -> _CudaDevice:
+        _cuda_visible.current_index()  # the thread's CUDA device is cuda:0 until this one
+        super().__enter__()
+        return self
+
+
+_CudaDevice.__name__ = _CudaDevice.__qualname__ = "device"
+_CudaDevice.__module__ = "torch.cuda"
+
+
+def _default_generators() -> tuple[torch.Generator, ...]:
+    shown = _cuda_visible.ordinals()
+    generators = torch.openreg.default_generators
+    return generators if shown is None else tuple(generators[i] for i in shown)
+
+
 def _reset_max_memory_allocated(device: Any = None) -> None:
     torch.openreg.reset_peak_memory_stats(device)
 
@@ -178,6 +232,12 @@ def _memory_summary() -> Callable[..., Any]:
 
 #: torch.cuda names (in any submodule) with an openreg meaning that is not torch.openreg's name.
 _EXTRA: dict[str, Callable[[], Any]] = {
+    # Note [CUDA_VISIBLE_DEVICES under from_cuda]: the devices CUDA sees, by CUDA's ordinals
+    "device_count": lambda: _cuda_visible.device_count,
+    "is_available": lambda: lambda: _cuda_visible.device_count() > 0,
+    "current_device": lambda: _current_device,
+    "device": lambda: _CudaDevice,
+    "default_generators": _default_generators,
     "get_device_name": lambda: with_mapped_devices(_device_name),
     "get_device_capability": lambda: with_mapped_devices(_device_capability),
     "get_device_properties": lambda: with_mapped_devices(get_device_properties),

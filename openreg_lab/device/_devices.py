@@ -3,6 +3,7 @@ device has been used yet (Note [Lazy initialisation] in ``csrc/runtime/Device.h`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -28,10 +29,12 @@ def current_device() -> int:
     return _C.current_device()
 
 
-#: Device types that name openreg besides ``"openreg"``: ``from_cuda()`` adds ``"cuda"`` while its
-#: block runs, so openreg's own classes under CUDA's names take CUDA's device strings
-#: (``torch.cuda.device("cuda:1")``, ``torch.cuda.Stream(device="cuda:1")``).
-ALIASES: set[str] = set()
+#: Device types that name openreg besides ``"openreg"``, each with the function that turns its index
+#: (None: its current device) into openreg's: ``from_cuda()`` adds ``"cuda"`` while its block runs,
+#: so openreg's own classes under CUDA's names take CUDA's device strings
+#: (``torch.cuda.device("cuda:1")``, ``torch.cuda.Stream(device="cuda:1")``), numbered as
+#: ``CUDA_VISIBLE_DEVICES`` says (Note [CUDA_VISIBLE_DEVICES under from_cuda] in ``_cuda_visible.py``).
+ALIASES: dict[str, Callable[[int | None], int]] = {}
 
 
 def device_index(device: DeviceLike, optional: bool = True) -> int:
@@ -47,11 +50,14 @@ def device_index(device: DeviceLike, optional: bool = True) -> int:
         return _C.current_device()  # a query: does not initialise openreg
     if isinstance(device, str | torch.device):
         dev = torch.device(device)
-        if dev.type != "openreg" and dev.type not in ALIASES:
+        if dev.type in ALIASES:
+            index = ALIASES[dev.type](dev.index)
+        elif dev.type != "openreg":
             raise ValueError(f"expected an openreg device, got {dev}: use 'openreg' or 'openreg:N'")
-        if dev.index is None:
+        elif dev.index is None:
             return _C.current_device()
-        index = dev.index
+        else:
+            index = dev.index
     elif isinstance(device, int) and not isinstance(device, bool):
         index = device
     else:

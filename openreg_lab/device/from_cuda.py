@@ -30,13 +30,19 @@ Inside the block:
   and ``torch.cuda.streams.Stream`` (which its guards read) is openreg's ``Stream``.
 * ``torch.distributed``: ``init_process_group("nccl")`` (and ``new_group``, ``"cuda:nccl"`` pairs,
   a ``device_id`` on ``cuda``) uses openreg's backend ``"ogloo"``; ``is_nccl_available()`` is True.
-* ``nn.DataParallel`` raises ``CudaNotMappedError`` at once: its scatter and gather are CUDA
-  kernels. Use one device (``OPENREG_DEVICE_COUNT=1``) or torchrun (DistributedDataParallel).
+* ``nn.DataParallel`` and ``nn.parallel.data_parallel`` run over the openreg devices CUDA sees
+  (openreg's scatter and gather: Note [DataParallel's primitives] in ``_comm.py``), and
+  DistributedDataParallel's ``device_ids`` are CUDA's ordinals.
+* ``CUDA_VISIBLE_DEVICES`` selects and renumbers openreg's devices as it does CUDA's: with ``=1``
+  the script sees one device, cuda:0, which is openreg:1 (Note [CUDA_VISIBLE_DEVICES under
+  from_cuda] in ``_cuda_visible.py``, which gives CUDA's rule for the value).
 
 The mapping is process-wide (all threads) while the outermost block runs, and undone on its exit.
 Not mapped: a ``torch.device("cuda")`` object keeps ``type == "cuda"`` (it is mapped where it
 enters), ``Tensor.to("cuda")`` inside a compiled function (Dynamo reads it from the tensor), and
-processes the block did not start.
+processes the block did not start. Under ``CUDA_VISIBLE_DEVICES``, what openreg reports keeps
+openreg's indices: a tensor's ``device`` and ``get_device()``, ``torch.openreg`` and
+``torch.accelerator``, and an int given to ``torch.cuda.Stream`` (openreg's own class).
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ from contextlib import contextmanager
 
 import torch
 
-from openreg_lab.device import _cuda_entries, _cuda_module, _devices
+from openreg_lab.device import _cuda_entries, _cuda_module, _cuda_visible, _devices
 from openreg_lab.device._cuda_module import CudaNotMappedError
 
 __all__ = ["CudaNotMappedError", "from_cuda"]
@@ -72,8 +78,9 @@ def _install() -> _cuda_entries.Patches:
         torch.cuda = real  # type: ignore[assignment]
 
     patches.on_undo(restore_cuda)
-    _devices.ALIASES.add("cuda")  # openreg's own classes take "cuda:N" (torch.cuda.device, Stream)
-    patches.on_undo(lambda: _devices.ALIASES.discard("cuda"))
+    patches.on_undo(_cuda_visible.reset)  # the next block reads CUDA_VISIBLE_DEVICES again
+    _devices.ALIASES["cuda"] = _cuda_visible.alias_index  # openreg's classes take "cuda:N" (Stream)
+    patches.on_undo(lambda: _devices.ALIASES.pop("cuda", None))
     try:
         _cuda_entries.install(patches)
     except BaseException:

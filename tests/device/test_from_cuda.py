@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import importlib
 import inspect
 import sys
@@ -212,6 +213,25 @@ def test_the_jiterator_is_named_as_not_mapped():
                 create(code)
         with pytest.raises(AttributeError):
             jiterator.no_such_function  # noqa: B018
+
+
+def test_data_parallel_runs_over_the_devices_cuda_sees():
+    torch.manual_seed(0)
+    cpu = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2))
+    x = torch.randn(6, 4)
+    with openreg_lab.from_cuda():
+        model = copy.deepcopy(cpu).cuda()
+        dp = nn.DataParallel(model)
+        # openreg's devices and type, not the "cuda" that torch.cuda.is_available() suggests
+        assert dp.device_ids == [0, 1] and dp.src_device_obj == torch.device("openreg", 0)
+        with pytest.warns(UserWarning, match="PyTorch is not compiled with NCCL support"):
+            dp(x.cuda()).sum().backward()
+        y = nn.parallel.data_parallel(model, x.cuda(), device_ids=["cuda:0", 1], output_device="cuda:1")
+    cpu(x).sum().backward()
+    assert y.device == torch.device("openreg", 1)
+    torch.testing.assert_close(y.cpu(), cpu(x))
+    for ours, theirs in zip(model.parameters(), cpu.parameters(), strict=True):
+        torch.testing.assert_close(ours.grad.cpu(), theirs.grad)
 
 
 def test_a_memory_fraction_is_openregs_memory_limit():
