@@ -8,6 +8,8 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn, TextIO
 
+from openreg_lab.recording._text import visible
+
 #: Exit status for bad arguments (as argparse uses).
 USAGE = 2
 
@@ -37,9 +39,10 @@ def say(text: str, stream: TextIO | None = None) -> None:
     ``print`` writes a line's text and its newline separately. Under ``PYTHONUNBUFFERED`` each is its
     own system call, and the ranks of a torchrun job, which share one pipe, split each other's lines.
     A single write of up to ``PIPE_BUF`` bytes (4 KiB on Linux) to a pipe is never split.
+    A lone surrogate (a file name's undecodable byte) is written as its escape, ``\\udcXX``.
     """
     out = stream or sys.stderr
-    out.write(text + "\n")
+    out.write(visible(text) + "\n")  # a file name's undecodable byte as \\udcXX, whatever the stream's errors
     out.flush()
 
 

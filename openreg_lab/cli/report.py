@@ -80,6 +80,8 @@ def _load(path: str) -> Any:
         raise UsageError(f"{path} is a directory, not a trace file") from None
     except ValueError as e:
         raise UsageError(str(e)) from None
+    except OSError as e:  # permissions
+        raise UsageError(f"cannot read the trace file {path}: {e.strerror or e}") from None
 
 
 def _ranks(args: argparse.Namespace, traces: list[Any], paths: list[str]) -> int:
@@ -96,15 +98,16 @@ def _ranks(args: argparse.Namespace, traces: list[Any], paths: list[str]) -> int
         raise UsageError(str(e)) from None
     view = ranks(traces)
     table = view.collectives()
-    print(f"{len(traces)} traces, {len(view.ranks)} ranks, {len(table)} collectives", file=sys.stdout)
-    print("\n".join(view.verdict.lines()), file=sys.stdout)
+    say(f"{len(traces)} traces, {len(view.ranks)} ranks, {len(table)} collectives", sys.stdout)
+    say("\n".join(view.verdict.lines()), sys.stdout)
     if len(table):
         shown = table.assign(
             dur_us=(table["dur_ns"] / 1e3).round(1), late_us=(table["late_ns"] / 1e3).round(1)
         )[["name", "group", "issued_by", "bytes", "ranks", "dur_us", "last_rank", "late_us", "gbytes_per_s"]]
-        print(shown.head(args.top).to_string(index=False), file=sys.stdout)
+        say(shown.head(args.top).to_string(index=False), sys.stdout)
         if len(table) > args.top:
-            print(f"... {len(table) - args.top} more collectives (--top {len(table)} lists them all)")
+            more = len(table) - args.top
+            say(f"... {more} more collectives (--top {len(table)} lists them all)", sys.stdout)
     if args.html:
         try:
             view.to_html(

@@ -30,6 +30,7 @@ import time
 from typing import Any
 
 from openreg_lab import _C
+from openreg_lab.recording._text import visible
 
 _state = threading.local()
 _installed = False  # once: then missing callbacks mean a reset
@@ -72,6 +73,12 @@ def _on_start(args: Any) -> None:
     _open()[args.compile_id] = (token, _graph_breaks())
 
 
+def _intern(text: str) -> int:
+    """The recorder's id of Dynamo's ``text`` (a reason, which may quote the user's strings): a lone
+    surrogate, which the recorder's UTF-8 strings cannot hold, as its escape (``_text.visible``)."""
+    return int(_C._trace_intern(visible(text)))
+
+
 def _recompile_reason() -> str:
     from torch._dynamo.utils import get_metrics_context
 
@@ -95,7 +102,7 @@ def _on_end(args: Any) -> None:
         _open().pop(args.compile_id, None)
         return
     reason = "" if _is_backward(args) else _recompile_reason()
-    reason_id = _C._trace_intern(reason) if reason else 0
+    reason_id = _intern(reason) if reason else 0
     opened = _open().pop(args.compile_id, None)
     if opened is not None:
         token, breaks_before = opened
@@ -111,7 +118,7 @@ def _on_end(args: Any) -> None:
     breaks = _graph_breaks()
     for text, count in breaks.items():
         for _ in range(count - breaks_before.get(text, 0)):
-            _C._trace_compile(_C._trace_intern("graph break"), _C._trace_intern(text), 0)
+            _C._trace_compile(_C._trace_intern("graph break"), _intern(text), 0)
     _breaks_seen.clear()
     _breaks_seen.update(breaks)
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import zipfile
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from openreg_lab.recording import _atomic
+from openreg_lab.recording import _archive, _atomic
 from openreg_lab.recording.events import (
     EVENT_DTYPE,
     KERNELS,
@@ -91,49 +90,38 @@ def save(
         arrays.update({f"n_{k}": getattr(samples, k) for k in Samples.NODE_FIELDS})
     if step_sources is not None:
         header["step_sources"] = step_sources
-    arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    # ensure_ascii: a lone surrogate (a file name's undecodable byte) is stored as its \\udcXX escape.
+    arrays["header"] = np.frombuffer(json.dumps(header, ensure_ascii=True).encode(), dtype=np.uint8)
     with _atomic.replacing(path) as f:  # a failed save leaves the file that was there
-        np.savez(f, **arrays)
+        _archive.write(f, arrays)
 
 
 def read(path: str | os.PathLike[str]) -> Saved:
     """Read a file written by ``save``.
 
     Raises:
-        FileNotFoundError: no such file.
+        FileNotFoundError: no such file (another ``OSError`` when it cannot be read: permissions).
         ValueError: the file is not an openreg-lab trace, is of a newer version, or is damaged.
     """
     try:
-        with open(path, "rb") as f, np.load(f, allow_pickle=False) as data:
-            if "header" not in data.files:
-                raise ValueError("no header")
-            header = json.loads(bytes(data["header"]).decode())
-            if not isinstance(header, dict):
-                raise _Damaged(f"its header is a JSON {type(header).__name__}, not an object")
-            if header.get("magic") != MAGIC:
-                raise ValueError("wrong magic")
-            if not _is_int(header.get("version")) or header["version"] < 1:
-                raise _Damaged(
-                    f"its header's version is {_short(header.get('version'))}, not a positive integer"
-                )
-            if header["version"] != VERSION:
-                raise _Version(header["version"])
-            fields = {name[2:]: data[name] for name in data.files if name.startswith("f_")}
-            pool = data["pool"]
-            host = {name: data[name] for name in data.files if name.startswith(("h_", "n_"))}
-    except FileNotFoundError:
-        raise
-    except _Damaged as d:
+        with _archive.Archive(path) as data:  # Note [Reading an untrusted trace file]
+            header = _header(data)
+            fields = {name[2:]: data.array(name) for name in data.names if name.startswith("f_")}
+            if "pool" not in data.names:
+                raise _Damaged("it lacks the shapes pool (pool.npy)")
+            pool = data.array("pool")
+            host = {name: data.array(name) for name in data.names if name.startswith(("h_", "n_"))}
+    except (_Damaged, _archive.DamagedMember) as d:
         problem: str | None = str(d)
     except _Version as v:
         raise ValueError(
             f"{os.fspath(path)!r} is an openreg-lab trace of format version {v.version}; this "
             f"openreg-lab reads version {VERSION}: upgrade openreg-lab to read it"
         ) from None
-    except (ValueError, OSError, zipfile.BadZipFile, KeyError, json.JSONDecodeError, EOFError) as e:
+    except _archive.NotATrace as e:
         raise ValueError(
-            f"{os.fspath(path)!r} is not a readable openreg-lab trace ({type(e).__name__}: {e}). "
-            "Trace files are written by Trace.save(); the file may be truncated or of another kind"
+            f"{os.fspath(path)!r} is not an openreg-lab trace: {e}. Trace files are written by "
+            "Trace.save(); the file may be truncated or of another kind"
         ) from None
     else:
         problem = _damage(header, fields, pool) or _host_problem(header, host)
@@ -159,6 +147,32 @@ def read(path: str | os.PathLike[str]) -> Saved:
     )
 
 
+def _header(data: _archive.Archive) -> dict[str, Any]:
+    """The header of the archive ``data``: its magic and version checked (``NotATrace``, ``_Version``
+    or ``_Damaged``)."""
+    if "header" not in data.names:
+        raise _archive.NotATrace("it is a zip without an openreg-lab header (header.npy)")
+    try:
+        raw = data.array("header")
+    except _archive.DamagedMember as e:
+        raise _archive.NotATrace(str(e)) from None
+    if raw.dtype != np.uint8 or raw.ndim != 1:
+        raise _archive.NotATrace(f"its header.npy holds {raw.dtype} of {raw.ndim} dimensions, not text")
+    try:
+        header = json.loads(raw.tobytes().decode("utf-8"))
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise _archive.NotATrace(f"its header is not JSON text ({type(e).__name__})") from None
+    if not isinstance(header, dict):
+        raise _Damaged(f"its header is a JSON {type(header).__name__}, not an object")
+    if header.get("magic") != MAGIC:
+        raise _archive.NotATrace(f"its header has no {MAGIC!r} magic")
+    if not _is_int(header.get("version")) or header["version"] < 1:
+        raise _Damaged(f"its header's version is {_short(header.get('version'))}, not a positive integer")
+    if header["version"] != VERSION:
+        raise _Version(header["version"])
+    return header
+
+
 # Note [Host samples in a trace file]
 # A trace sampled on the host (trace(host=True)) adds arrays h_<field> (one entry a sample) and
 # n_<field> (one entry a stack node) to the file, and a "host" object to its header (the interval
@@ -182,10 +196,6 @@ def _host_problem(header: dict[str, Any], host: dict[str, np.ndarray]) -> str | 
     strings = h.get("strings")
     if not isinstance(strings, list) or not all(isinstance(x, str) for x in strings) or not strings:
         return "its header's host strings is not a non-empty list of strings"
-    try:
-        "".join(strings).encode("utf-8")
-    except UnicodeEncodeError:
-        return "its host strings hold a string that is not valid Unicode (a lone surrogate)"
     names = [f"h_{k}" for k in Samples.SAMPLE_FIELDS] + [f"n_{k}" for k in Samples.NODE_FIELDS]
     missing = [k for k in names if k not in host]
     if missing:
@@ -269,10 +279,7 @@ def _header_problem(header: dict[str, Any]) -> str | None:
             return f"its header's {key} is {_short(v)}, not {what}"
     if not all(isinstance(x, str) for x in header["strings"]):
         return "its string table holds something other than strings"
-    try:
-        "".join(header["strings"]).encode("utf-8")
-    except UnicodeEncodeError:
-        return "its string table holds a string that is not valid Unicode (a lone surrogate)"
+    # A lone surrogate is data, not damage: a file name's undecodable byte (surrogateescape).
     for k, v in header["threads"].items():
         if not (k.isdigit() and k.isascii() and _is_int(v) and v >= 0):
             return (

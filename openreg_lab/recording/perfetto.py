@@ -22,7 +22,8 @@ device, marks and step ends instants. Each slice's category is its theme key (``
 ``fallback``, ``H2D``, ... the keys of ``theme.CHROME_CNAMES``): Perfetto colours slices by name,
 so the category and the ``colour`` argument carry the theme. The host slices (``Trace.host_events``)
 are a Python lane per thread under its thread's track, with their ``file:line``. Strings are
-written as UTF-8 (a lone surrogate becomes U+FFFD); protobuf needs no escaping.
+written as UTF-8, a lone surrogate as its escape ``\\udcXX`` (``_text.visible``); protobuf needs no
+escaping.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import pandas as pd
 from openreg_lab import _C, theme
 from openreg_lab.recording import _atomic
 from openreg_lab.recording import events as _events
+from openreg_lab.recording._text import visible
 from openreg_lab.recording.events import Columns
 
 #: File name endings that select this format in ``Trace.export_chrome_trace``.
@@ -69,7 +71,7 @@ def _message(fields: Iterable[tuple[int, object]]) -> bytes:
         if isinstance(value, int):
             out += _varint(number << 3) + _varint(value)
             continue
-        data = value.encode("utf-8", "replace") if isinstance(value, str) else value
+        data = visible(value).encode("utf-8") if isinstance(value, str) else value
         assert isinstance(data, bytes)
         out += _varint((number << 3) | 2) + _varint(len(data)) + data
     return bytes(out)
@@ -102,7 +104,7 @@ class _Interned:
         entries = []
         for field, table in sorted(self.tables.items()):
             for text, iid in table.items():
-                entries.append((field, _message([(1, iid), (2, text.encode("utf-8", "replace"))])))
+                entries.append((field, _message([(1, iid), (2, visible(text).encode("utf-8"))])))
         interned = _message(entries)
         return _packet(_message([(10, _SEQUENCE), (12, interned), (13, _CLEARED | _NEEDS_STATE)]))
 

@@ -124,7 +124,7 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
     """Read a trace written by ``Trace.save``.
 
     Raises:
-        FileNotFoundError: no such file.
+        FileNotFoundError: no such file (another OSError when it cannot be read: permissions).
         ValueError: the file is not an openreg-lab trace, is of a newer version, or is damaged.
     """
     saved = files.read(path)

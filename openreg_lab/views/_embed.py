@@ -12,6 +12,10 @@ plotly's text (Note [Strings reaching a page]).
 #   writes JSON with ``<``, ``>`` and ``&`` as ``\\u003c``-style escapes (JavaScript reads the same
 #   string; the HTML parser never sees a tag) and only ASCII, so a lone surrogate or U+2028 cannot
 #   break the file's encoding or the script either.
+# * The file's encoding: a lone surrogate (a file name's undecodable byte) has no UTF-8 form.
+#   Markup (``plain_text``, over the whole page) and plotly's text (``plotly_text``) show it as its
+#   escape, the six characters ``\\udcXX`` (``recording._text.visible``); the script's data keeps
+#   it (JSON's escape of it), which the browser draws as U+FFFD.
 # * plotly's text (hover text, tick and node labels): plotly.js reads a subset of HTML there
 #   (``<b>``, ``<br>``, ``<a href>``, ``<span style>``) and decodes entities. ``plotly_text``
 #   escapes a string so it shows as itself; templates (``hovertemplate``) carry data only through
@@ -23,6 +27,8 @@ from __future__ import annotations
 import html
 import json
 from typing import Any
+
+from openreg_lab.recording._text import visible
 
 _SCRIPT_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"}
 
@@ -36,13 +42,10 @@ def script_json(value: Any) -> str:
 def plotly_text(s: object) -> str:
     """``s`` as plotly text that displays as itself (Note [Strings reaching a page])."""
     # Numeric entities for quotes: plotly.js decodes those, but shows "&quot;" as it is.
-    return html.escape(str(s), quote=False).replace('"', "&#34;").replace("'", "&#39;")
+    return html.escape(visible(str(s)), quote=False).replace('"', "&#34;").replace("'", "&#39;")
 
 
 def plain_text(s: str) -> str:
-    """``s`` with lone surrogates (which no UTF-8 file or page can hold) replaced by U+FFFD."""
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError:
-        return s.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-    return s
+    """``s`` with each lone surrogate (which no UTF-8 file or page can hold) as its escape, the six
+    characters ``\\udcXX`` (Note [Strings reaching a page])."""
+    return visible(s)

@@ -74,7 +74,7 @@ def test_every_command_explains_every_option_with_an_example(capsys):
         (["report", "{tmp}/none.trace"], "report: error: no such trace file: {tmp}/none.trace"),
         (
             ["report", "{tmp}/notes.txt"],
-            "report: error: '{tmp}/notes.txt' is not a readable openreg-lab trace",
+            "report: error: '{tmp}/notes.txt' is not an openreg-lab trace: it is not a zip archive",
         ),
         (["report", "{trace}", "--html", "/no/such/dir/r.html"], "report: error: --html /no/such/dir/r.html"),
         (["coverage", "--profile", "nosuch"], "coverage: error: --profile nosuch: unknown profile"),

@@ -282,3 +282,30 @@ def test_the_ops_compilation_runs_on_the_device_are_children_of_its_compile_even
     top = during[during.parent < compile_id]
     assert top.empty, top[["id", "parent", "kind", "name"]]
     torch._dynamo.reset()
+
+
+def test_a_graph_break_quoting_a_lone_surrogate_is_recorded_with_its_escape(monkeypatch):
+    """Issue 35, point 2: Dynamo's reason quotes the user's string; a lone surrogate in it (a file
+    name's undecodable byte) made the recorder's intern raise inside Dynamo's callback, failing the
+    user's compiled call under a trace. It is recorded as its escape, ``\\udce9``."""
+    from torch._logging._internal import trace_log
+
+    # PyTorch's structured log encodes each payload strictly (torch/_logging/_internal.py) when its
+    # logger has handlers: under pytest's log capture (or TORCH_TRACE) the same graph break fails
+    # there, traced or not. Without handlers, as in a plain run, only openreg's callback is tested.
+    monkeypatch.setattr(trace_log, "handlers", [])
+    torch._dynamo.reset()
+
+    def broken(a: torch.Tensor) -> torch.Tensor:
+        a = a + 1
+        torch._dynamo.graph_break(msg="caf\udce9 <b>")
+        return a * 2
+
+    x = torch.ones(3).to("openreg")
+    with openreg_lab.trace() as t:
+        y = torch.compile(broken, backend="eager")(x)
+    assert torch.equal(y.cpu(), torch.full((3,), 4.0))
+    ev = t.events
+    reasons = ev.loc[(ev.kind == "compile") & (ev.name == "graph break"), "reason"].tolist()
+    assert len(reasons) == 1 and "Message: caf\\udce9 <b>" in reasons[0]
+    torch._dynamo.reset()

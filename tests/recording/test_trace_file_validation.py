@@ -138,9 +138,9 @@ CASES: list[tuple[str, Damage, str]] = [
         r"its header's job.world_size is 0, not a number of ranks",
     ),
     (
-        "strings-surrogate",
-        lambda a, h: h["strings"].append("x \ud800"),
-        r"its string table holds a string that is not valid Unicode",
+        "strings-number",
+        lambda a, h: h["strings"].append(5),
+        r"its string table holds something other than strings",
     ),
     (
         "unknown-thread",
@@ -175,6 +175,13 @@ def test_each_damage_is_a_value_error_naming_the_field(arrays, tmp_path, damage,
         openreg_lab.load_trace(path)
     assert e.value.args[0].endswith("save the trace again")
     assert "\n" not in e.value.args[0]
+
+
+def test_a_lone_surrogate_in_the_string_table_is_data_not_damage(arrays, tmp_path):
+    # Issue 35: a file name's undecodable byte (surrogateescape) is a string the recorder keeps;
+    # it was refused as "not valid Unicode" by every later load.
+    path = _write(arrays, lambda a, h: h["strings"].append("caf\udce9 \ud800"), tmp_path / "s.trace")
+    assert openreg_lab.load_trace(path).columns.strings[-1] == "caf\udce9 \ud800"
 
 
 def test_the_undamaged_file_loads_and_its_views_work(arrays, tmp_path):

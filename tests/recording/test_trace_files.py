@@ -61,14 +61,14 @@ def test_missing_file(tmp_path):
 def test_foreign_or_corrupt_files_give_a_clear_error(tmp_path, content):
     path = tmp_path / "bad.trace"
     path.write_bytes(content)
-    with pytest.raises(ValueError, match="not a readable openreg-lab trace"):
+    with pytest.raises(ValueError, match="is not an openreg-lab trace: "):
         openreg_lab.load_trace(path)
 
 
 def test_other_numpy_archives_are_refused(tmp_path):
     path = tmp_path / "other.npz"
     np.savez(path, a=np.arange(3))
-    with pytest.raises(ValueError, match="not a readable openreg-lab trace"):
+    with pytest.raises(ValueError, match="is not an openreg-lab trace: "):
         openreg_lab.load_trace(path)
 
 
@@ -77,7 +77,7 @@ def test_truncated_file_is_refused(rich_trace, tmp_path):
     rich_trace.save(path)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(ValueError, match="not a readable openreg-lab trace"):
+    with pytest.raises(ValueError, match="is not an openreg-lab trace: "):
         openreg_lab.load_trace(path)
 
 
