@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn, TextIO
 
+from openreg_lab.recording import _atomic
 from openreg_lab.recording._text import visible
 
 #: Exit status for bad arguments (as argparse uses).
@@ -73,14 +74,38 @@ def check_output(path: str | None, option: str) -> None:
         return
     if path == "":
         raise UsageError(f"{option}: empty path")
-    if os.path.isdir(path):
-        raise UsageError(f"{option} {path}: is a directory")
+    refused = _atomic.refusal(path)  # Note [Where an output may go]
+    if refused is not None:
+        raise UsageError(f"{option} {path}: {refused}; give a file's path")
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise UsageError(f"{option} {path}: directory {directory} does not exist")
     target = path if os.path.exists(path) else directory
     if not os.access(target, os.W_OK):
         raise UsageError(f"{option} {path}: not writable")
+
+
+def check_distinct(outputs: Sequence[tuple[str, str | None]], inputs: Sequence[tuple[str, str]] = ()) -> None:
+    """Raise ``UsageError`` when two ``outputs`` (option, path) are one file, or an output is one of
+    the command's ``inputs`` (what, path; ``"the script"``): writing it would replace it. Paths are
+    compared by what they name (the same device and inode, or the same path once links are
+    resolved for a file not made yet), not as strings."""
+    seen = {_identity(path): what for what, path in inputs}
+    for option, path in outputs:
+        if path is None:
+            continue
+        other = seen.setdefault(_identity(path), option)
+        if other != option:
+            raise UsageError(f"{option} {path}: the same file as {other}; give each output its own path")
+
+
+def _identity(path: str) -> object:
+    """What ``path`` names: its device and inode when it exists, else its resolved path."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return os.path.realpath(path)
+    return (st.st_dev, st.st_ino)
 
 
 def check_profile(profile: str | None) -> None:

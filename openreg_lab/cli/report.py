@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from openreg_lab.cli import _outputs
-from openreg_lab.cli._common import Parser, UsageError, check_output, positive_int, say
+from openreg_lab.cli._common import Parser, UsageError, check_distinct, check_output, positive_int, say
 
 EXAMPLES = """\
 examples:
@@ -57,6 +57,8 @@ def _handle(args: argparse.Namespace) -> int:
 
     check_output(args.html, "--html")
     check_output(args.chrome, "--chrome")
+    inputs = [(f"the input trace {path}", path) for path in args.trace if os.path.exists(path)]
+    check_distinct([("--html", args.html), ("--chrome", args.chrome)], inputs)
     traces = [_load(path) for path in args.trace]
     if len(traces) > 1:
         return _ranks(args, traces, args.trace)

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from typing import Any
 
+from openreg_lab.cli import _common
 from openreg_lab.cli._common import Parser, UsageError, check_output, check_profile, positive_int, say
 from openreg_lab.cli._progress import Progress
 from openreg_lab.recording.session import TraceForkedWarning, events_so_far
@@ -221,6 +222,7 @@ def _check(ns: argparse.Namespace) -> None:
         with contextlib.suppress(OSError, zipfile.BadZipFile), zipfile.ZipFile(ns.script) as z:
             if "__main__.py" not in z.namelist():
                 raise UsageError(f"{ns.script} is a zip file without __main__.py")
+    inputs = [("the script", ns.script)] if ns.script is not None else []
     if ns.module is not None:
         try:
             spec = importlib.util.find_spec(ns.module)
@@ -233,6 +235,8 @@ def _check(ns: argparse.Namespace) -> None:
                 f"-m {ns.module}: is a package without a __main__ module, so it cannot be run; "
                 f"run one of its modules (-m {ns.module}.NAME)"
             )
+        if spec.origin is not None and os.path.isfile(spec.origin):
+            inputs.append((f"the module {ns.module}", spec.origin))
     check_output(ns.html, "--html")
     check_output(ns.trace, "--trace")
     check_output(ns.chrome, "--chrome")
@@ -241,17 +245,10 @@ def _check(ns: argparse.Namespace) -> None:
     for option in ("html", "trace", "chrome"):
         if getattr(ns, option) is not None:
             setattr(ns, option, os.path.abspath(getattr(ns, option)))
-    # Two outputs in one file, or an output over the script, would lose one of them.
-    seen: dict[str, str] = {}
-    if ns.script is not None:
-        seen[os.path.realpath(ns.script)] = "the script"
-    for option in ("trace", "chrome", "html"):
-        path = getattr(ns, option)
-        if path is None:
-            continue
-        other = seen.setdefault(os.path.realpath(path), f"--{option}")
-        if other != f"--{option}":
-            raise UsageError(f"--{option} {path}: the same file as {other}; give each output its own path")
+    # Two outputs in one file, or an output over an input (the script, its profile), would lose one.
+    if ns.profile is not None and os.path.isfile(ns.profile):
+        inputs.append(("the --profile file", ns.profile))
+    _common.check_distinct([(f"--{o}", getattr(ns, o)) for o in ("trace", "chrome", "html")], inputs)
 
 
 def _has_main(locations: Sequence[str]) -> bool:

@@ -92,7 +92,7 @@ def save(
         header["step_sources"] = step_sources
     # ensure_ascii: a lone surrogate (a file name's undecodable byte) is stored as its \\udcXX escape.
     arrays["header"] = np.frombuffer(json.dumps(header, ensure_ascii=True).encode(), dtype=np.uint8)
-    with _atomic.replacing(path) as f:  # a failed save leaves the file that was there
+    with _atomic.replacing(path) as f:  # Note [Where an output may go]
         _archive.write(f, arrays)
 
 

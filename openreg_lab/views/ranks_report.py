@@ -305,6 +305,7 @@ def write_ranks_report(
     view: RanksView, path: str, *, title: str | None = None, run_info: Mapping[str, str] | None = None
 ) -> None:
     """Write ``ranks_report_html(...)`` to ``path``, whole or not at all; ``OSError`` names the path."""
+    _atomic.check(path)  # a path no output may go to, refused before the report is drawn
     text = ranks_report_html(view, title=title, run_info=run_info)
     try:
         with _atomic.replacing(path, "w", encoding="utf-8") as f:

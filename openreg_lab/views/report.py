@@ -238,6 +238,7 @@ def write_report(
 ) -> None:
     """Write ``report_html(...)`` to ``path``; a path that cannot be written raises ``OSError``
     naming it."""
+    _atomic.check(path)  # a path no output may go to, refused before the report is drawn
     text = report_html(
         events,
         title=title,
