@@ -186,7 +186,7 @@ NOT_A_TRACE: dict[str, tuple[Callable[[Path], None], str]] = {
     ),
     "zip of text": (
         _zip({"notes.txt": b"hello"}),
-        "is not an openreg-lab trace: it holds 'notes.txt', not only",
+        "is not an openreg-lab trace: it is a zip without an openreg-lab header (header.npy)",
     ),
     "other npz": (
         _zip({"a.npy": _npy(np.arange(3))}),
@@ -304,3 +304,19 @@ def test_report_names_a_file_that_is_not_a_trace_in_one_line(tmp_path, capsys):
         == f"openreg-lab report: error: {str(path)!r} is not an openreg-lab trace: it is a Python pickle. "
         + ("Trace files are written by Trace.save(); the file may be truncated or of another kind\n")
     )
+
+
+def test_a_member_that_is_not_an_array_is_never_read_so_a_newer_format_is_still_named(tmp_path):
+    path = tmp_path / "t.trace"
+    small_trace().save(path)
+    with zipfile.ZipFile(path, "a") as z:
+        z.writestr("notes.json", b"{}" * 1000, zipfile.ZIP_DEFLATED)  # what a later format may add
+    assert openreg_lab.load_trace(path).events.equals(small_trace().events)
+    with zipfile.ZipFile(path) as z:
+        members = {name: z.read(name) for name in z.namelist()}
+    header = json.loads(np.load(io.BytesIO(members["header.npy"])).tobytes())
+    members["header.npy"] = _header({**header, "version": files.VERSION + 1})
+    newer = tmp_path / "newer.trace"
+    _zip(members)(newer)
+    with pytest.raises(ValueError, match=rf"format version {files.VERSION + 1}.*upgrade openreg-lab"):
+        openreg_lab.load_trace(newer)
