@@ -1,8 +1,10 @@
 """Trace files: what ``Trace.save`` writes and ``load_trace`` reads back (lossless).
 
-The saved format is a zip of uncompressed numpy arrays (``numpy.savez``): one array per event
-field, the shapes pool, and a JSON header with a magic string and version. It stores the recorder's
-columns as they are (64 bytes an event), so a million events write and read in about a second.
+The saved format is a zip of uncompressed numpy arrays (as ``numpy.savez`` writes; ``_archive``):
+one array per event field, the shapes pool, and a JSON header with a magic string and version. It
+stores the recorder's columns as they are (64 bytes an event), so a million events write and read
+in a fraction of a second. A file is read as untrusted (Note [Reading an untrusted trace file]),
+then checked whole before any view reads it (``_damage``, ``_host_problem``).
 """
 
 from __future__ import annotations
