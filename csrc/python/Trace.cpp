@@ -4,6 +4,8 @@
 
 #include "python/Trace.h"
 
+#include "python/Text.h"
+
 #include "trace/Compiled.h"
 #include "trace/DispatchPath.h"
 
@@ -26,6 +28,13 @@ namespace py = pybind11;
 
 namespace openreg::python {
 namespace {
+
+// `text` for the string table (Note [Strings the recorder keeps]).
+std::string text_of(const py::str& text) {
+  std::string out;
+  table_bytes(text.ptr(), &out);
+  return out;
+}
 
 // Files whose frames are not "the user's code" (torch, the standard
 // library); and per code object, whether it is one of them. Guarded by the
@@ -62,9 +71,8 @@ std::unordered_map<PyCodeObject*, std::unordered_map<int, uint32_t>> g_lines;
 bool skipped(PyCodeObject* code) {
   auto [it, inserted] = g_skip_code.try_emplace(code, false);
   if (inserted) {
-    const char* file = PyUnicode_AsUTF8(code->co_filename);
-    if (file == nullptr) {
-      PyErr_Clear();
+    std::string file;  // Note [Strings the recorder keeps]
+    if (!table_bytes(code->co_filename, &file)) {
       it->second = true;
     } else {
       const std::string_view f(file);
@@ -80,12 +88,11 @@ bool skipped(PyCodeObject* code) {
 uint32_t source_of(PyCodeObject* code, int line) {
   auto [it, inserted] = g_lines[code].try_emplace(line, 0);
   if (inserted) {
-    const char* file = PyUnicode_AsUTF8(code->co_filename);
-    if (file == nullptr) {
-      PyErr_Clear();
+    std::string file;  // Note [Strings the recorder keeps]
+    if (!table_bytes(code->co_filename, &file)) {
       file = "?";
     }
-    it->second = trace::intern(std::string(file) + ":" + std::to_string(line));
+    it->second = trace::intern(file + ":" + std::to_string(line));
   }
   return it->second;
 }
@@ -201,7 +208,9 @@ void bind_trace(py::module_& m) {
       py::arg("kernel_ops") = false);
   m.def("_trace_close", &close, py::arg("id"));
   m.def("_trace_enabled", &trace::enabled);
-  m.def("_trace_strings", &trace::interned_strings, py::arg("first") = 0);
+  m.def(
+      "_trace_strings", [](size_t first) { return table_strings(trace::interned_strings(first)); },
+      py::arg("first") = 0);
   m.def("_trace_events_so_far", &trace::events_so_far);
   m.def(
       "_dispatch_table_kinds",
@@ -209,11 +218,13 @@ void bind_trace(py::module_& m) {
         return trace::describe_dispatch_table({name, overload});
       },
       py::arg("name"), py::arg("overload") = "");
-  m.def("_trace_mark", [](const std::string& name) { trace::record_mark(name); }, py::arg("name"));
+  m.def(
+      "_trace_mark", [](const py::str& name) { trace::record_mark(text_of(name)); },
+      py::arg("name"));
   m.def("_trace_step", [](int64_t number) { trace::record_step(number); }, py::arg("number"));
   // Note [Compiled code in the trace]: called by the code Inductor generates.
   m.def(
-      "_trace_intern", [](const std::string& text) { return trace::intern(text); },
+      "_trace_intern", [](const py::str& text) { return trace::intern(text_of(text)); },
       py::arg("text"));
   m.def("_trace_compiled_begin", &trace::compiled_begin, py::arg("name"), py::arg("fused"),
         py::arg("device"));

@@ -30,7 +30,6 @@ import time
 from typing import Any
 
 from openreg_lab import _C
-from openreg_lab.recording._text import visible
 
 _state = threading.local()
 _installed = False  # once: then missing callbacks mean a reset
@@ -74,9 +73,9 @@ def _on_start(args: Any) -> None:
 
 
 def _intern(text: str) -> int:
-    """The recorder's id of Dynamo's ``text`` (a reason, which may quote the user's strings): a lone
-    surrogate, which the recorder's UTF-8 strings cannot hold, as its escape (``_text.visible``)."""
-    return int(_C._trace_intern(visible(text)))
+    """The recorder's id of Dynamo's ``text`` (a reason, which may quote the user's strings, lone
+    surrogates included: Note [Strings the recorder keeps] in ``csrc/python/Text.h``)."""
+    return int(_C._trace_intern(text))
 
 
 def _recompile_reason() -> str:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import operator
 import os
-import re
 import sysconfig
 import threading
 import time
@@ -101,15 +100,13 @@ def mark(name: str) -> None:
                 openreg_lab.mark(f"step {step}")
                 train_step()
 
-    Does nothing when no trace is open. A lone surrogate (``"\\ud800"``, which no UTF-8 file or
-    page can hold) is recorded as U+FFFD, the replacement character.
+    Does nothing when no trace is open. Any string is kept as it is, a lone surrogate included
+    (a file name's undecodable byte, ``"\\udce9"``): the views show one as its escape (Note
+    [Strings the recorder keeps] in ``csrc/python/Text.h``).
     """
     if not isinstance(name, str):
         raise TypeError(f"openreg_lab.mark(name) takes a string, got {type(name).__name__}")
-    _C._trace_mark(_LONE_SURROGATE.sub("\ufffd", name))
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+    _C._trace_mark(name)
 
 
 def events_so_far() -> int:

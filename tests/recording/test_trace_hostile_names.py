@@ -1,4 +1,4 @@
-"""Issue 35, point 2: what ``save()`` writes, ``load_trace()`` reads. Every string the recorder and
+"""What ``save()`` writes, ``load_trace()`` reads. Every string the recorder and
 the host sampler keep comes back equal, a file name's undecodable bytes (lone surrogates) and
 hostile markup included; the report and the Perfetto export show a lone surrogate as its escape
 ``\\udcXX``, the Chrome JSON keeps it, and nothing fails to encode."""
@@ -19,10 +19,10 @@ from tests.support.hostile_data import PAYLOAD
 #: As Python names a file under the directory b"caf\xe9" (surrogateescape), with markup after it.
 FILE = "caf\udce9/" + PAYLOAD + " nul \x00.py"
 FUNCTION = "spin " + PAYLOAD + " \udce9 \x00"
-#: openreg_lab.mark keeps every string but a lone surrogate, recorded as U+FFFD (the recorder's
-#: strings are UTF-8: Note in session.mark's docstring).
+#: openreg_lab.mark keeps every string, a lone surrogate included (Note [Strings the recorder keeps]).
 MARKS = {PAYLOAD: PAYLOAD, "nul \x00 inside": "nul \x00 inside", "x" * 100_000: "x" * 100_000}
-MARKS["caf\udce9"] = "caf\ufffd"
+MARKS["caf\udce9"] = "caf\udce9"
+MARKS["\ud800 high"] = "\ud800 high"
 
 
 def _spin() -> Callable[[torch.Tensor, float], torch.Tensor]:
@@ -88,15 +88,9 @@ def test_the_chrome_json_keeps_them_and_perfetto_shows_the_escape(hostile, tmp_p
     assert b"spin " + PAYLOAD.encode() + b" \\udce9 \x00" in data  # UTF-8, the surrogate escaped
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="csrc/python/Trace.cpp (skipped, source_of) reads co_filename with PyUnicode_AsUTF8, which "
-    "fails on a lone surrogate: the frame is taken for library code and skipped, so the source names "
-    "an outer frame (or none). Keeping it needs the recorder to store such names escaped: a C++ change",
-)
 def test_the_source_of_an_op_in_a_file_whose_name_is_not_utf8_names_that_file():
     x = torch.ones(2, device="openreg")
     with openreg_lab.trace(stack=True) as t:
         _spin()(x, 0)
     sources = t.events.loc[t.events["name"] == "aten::add.Tensor", "source"].tolist()
-    assert sources and all(str(s).startswith("caf\\udce9/") for s in sources), sources
+    assert sources and all(str(s).startswith("caf\udce9/") for s in sources), sources
