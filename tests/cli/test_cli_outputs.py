@@ -1,4 +1,4 @@
-"""Issue 35, points 1 and 2 at the command line: ``run`` and ``report`` never write an output over one
+"""At the command line: ``run`` and ``report`` never write an output over one
 of their inputs (compared as files: a link or a hard link counts), refuse a directory, a block device
 or a socket by name, write through a device or a FIFO, and keep file names that are not UTF-8."""
 

@@ -178,7 +178,7 @@ def test_each_damage_is_a_value_error_naming_the_field(arrays, tmp_path, damage,
 
 
 def test_a_lone_surrogate_in_the_string_table_is_data_not_damage(arrays, tmp_path):
-    # Issue 35: a file name's undecodable byte (surrogateescape) is a string the recorder keeps;
+    # A file name's undecodable byte (surrogateescape) is a string the recorder keeps;
     # it was refused as "not valid Unicode" by every later load.
     path = _write(arrays, lambda a, h: h["strings"].append("caf\udce9 \ud800"), tmp_path / "s.trace")
     assert openreg_lab.load_trace(path).columns.strings[-1] == "caf\udce9 \ud800"

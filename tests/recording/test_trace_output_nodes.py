@@ -1,4 +1,4 @@
-"""Issue 35, point 1: every output replaces only a regular file (Note [Where an output may go]).
+"""Every output replaces only a regular file (Note [Where an output may go]).
 
 A character device or a FIFO is written through, as ``torch.save`` does, and stays what it was; a
 directory, a block device or a socket is refused by name; nothing is renamed over anything but a

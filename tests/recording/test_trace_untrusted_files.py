@@ -1,4 +1,4 @@
-"""Issue 35, point 3: a trace file from anyone costs in proportion to its size (Note [Reading an
+"""A trace file from anyone costs in proportion to its size (Note [Reading an
 untrusted trace file]). Declared sizes and shapes are checked against the file before anything is
 inflated or allocated; a file that is not a trace is named "not an openreg-lab trace", never with
 numpy's advice to load it with ``allow_pickle``."""
