@@ -17,6 +17,16 @@ row times a fresh block (the cache emptied each time) of one size three ways, si
 
 The send is timed without pickling (``_C._share_storage``, what the reducer calls), so no file
 descriptor is left waiting for a receiver.
+
+A second table times the allocator's own path for a tensor never sent, which every op takes:
+
+- ``cached``: allocate and free a block the cache already holds (the steady state of a loop);
+- ``fresh``: the same with the cache emptied each time (a block taken from the host and returned);
+- ``fresh + write``: a fresh block whose every byte is then written (``fill_``, on one thread: two
+  OpenMP threads on a busy machine time the waits at their barrier), so the time of the host's
+  first touch of its pages counts too.
+
+    .venv/bin/python benchmarks/bench_ipc.py [share|alloc]   # one table; both by default
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ import openreg_lab
 from openreg_lab import _C
 
 SIZES = {"4 KiB": 4 << 10, "64 KiB": 64 << 10, "4 MiB": 4 << 20}
+ALLOC_SIZES = {"512 B": 512, "4 KiB": 4 << 10, "64 KiB": 64 << 10, "1 MiB": 1 << 20, "16 MiB": 16 << 20}
 
 
 def _new(nbytes: int) -> None:
@@ -62,8 +73,16 @@ def _cpu_share(nbytes: int) -> None:
     torch.empty(nbytes, dtype=torch.uint8).untyped_storage()._share_fd_cpu_()
 
 
-def main() -> None:
-    print(f"openreg_lab {openreg_lab.__file__}, torch {torch.__version__}")
+def _cached(nbytes: int) -> None:
+    torch.empty(nbytes, dtype=torch.uint8, device="openreg")
+
+
+def _fresh_and_write(nbytes: int) -> None:
+    torch.empty(nbytes, dtype=torch.uint8, device="openreg").fill_(1)
+    torch.openreg.empty_cache()
+
+
+def share_table() -> None:
     rows = []
     for label, n in SIZES.items():
         fns = [functools.partial(f, n) for f in (_new, _segment, _new_and_share, _cpu_share)]
@@ -72,6 +91,24 @@ def main() -> None:
         rows.append([label, *times, f"{segment / new:.1f}x", f"{shared / cpu:.2f}x"])
     header = ["block", "new", "segment", "new + share", "CPU share", "segment / new", "share / CPU share"]
     print_table(header, rows)
+
+
+def alloc_table() -> None:
+    torch.set_num_threads(1)
+    rows = []
+    for label, n in ALLOC_SIZES.items():
+        fns = [functools.partial(f, n) for f in (_cached, _new, _fresh_and_write)]
+        rows.append([label, *(fmt_time(t) for t in compare(fns))])
+    print_table(["block", "cached", "fresh", "fresh + write"], rows)
+
+
+def main() -> None:
+    print(f"openreg_lab {openreg_lab.__file__}, torch {torch.__version__}")
+    which = sys.argv[1:2] or ["share", "alloc"]
+    if "share" in which:
+        share_table()
+    if "alloc" in which:
+        alloc_table()
 
 
 if __name__ == "__main__":

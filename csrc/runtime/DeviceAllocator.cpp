@@ -7,6 +7,7 @@
 #include <c10/util/Exception.h>
 
 #include <pthread.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <array>
@@ -29,7 +30,39 @@ struct Block {
   size_t requested;  // what the caller asked for
   c10::DeviceIndex device;
   SharedSegment shared{};  // fd >= 0 once sent to another process
+  // A block smaller than a page that moved into a shared segment: its memory
+  // before the move, freed with the block (Note [Sharing device memory across
+  // processes]).
+  void* retired = nullptr;
 };
+
+// Note [Blocks of whole pages]
+// A block of a page or more is mapped from the host by itself (anonymous,
+// private, page-aligned): its pages hold nothing else, so it can move into a
+// shared segment in place (Note [Sharing device memory across processes]).
+// Smaller blocks come from malloc, as the small tensors that are most
+// allocations would waste most of a page each. Both are private copies
+// after fork (Note [Fork safety]).
+bool whole_pages(size_t size) {
+  return size >= page_size();
+}
+
+void* take_from_host(size_t size) {
+  if (whole_pages(size)) {
+    void* ptr = mmap(nullptr, page_rounded(size), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return ptr == MAP_FAILED ? nullptr : ptr;
+  }
+  return std::aligned_alloc(64, size == 0 ? 64 : size);
+}
+
+void return_to_host(void* ptr, size_t size) {
+  if (whole_pages(size)) {
+    munmap(ptr, page_rounded(size));
+  } else {
+    std::free(ptr);
+  }
+}
 
 // Memory another process shared with this one (Note [Sharing device memory
 // across processes]): mapped here, owned by the sender's allocator.
@@ -159,6 +192,7 @@ class Memory {
       // Never cached: a receiver may still map it (Note [Sharing device memory
       // across processes]). The host keeps the pages for as long as it does.
       release_shared_segment(block->shared);
+      std::free(block->retired);
       dev.stats.num_device_free += 1;
       update(dev.stats.segment, 1, block->size, false);
       update(dev.stats.reserved_bytes, block->size, block->size, false);
@@ -169,19 +203,25 @@ class Memory {
   }
 
   // Moves `block` into a shared segment unless it is in one already; returns
-  // its memory file and address. The block keeps its size, so the statistics
-  // do not move; the caller points the storage at the new address.
+  // its memory file and address (Note [Sharing device memory across
+  // processes]). The block keeps its size, so the statistics do not move; a
+  // block of whole pages keeps its address too, a smaller one gets a new one,
+  // where the caller points the storage.
   std::pair<int, void*> make_shared(Block* block) {
     DeviceMemory& dev = devices_[block->device];
     std::lock_guard<std::mutex> lock(dev.mutex);
     if (block->shared.fd < 0) {
-      SharedSegment segment = create_shared_segment(block->size, block->device);
-      std::memcpy(segment.ptr, block->ptr, block->size);
-      dev.live.erase(static_cast<const char*>(block->ptr));
-      std::free(block->ptr);
-      block->ptr = segment.ptr;
-      block->shared = segment;
-      dev.live.emplace(static_cast<const char*>(block->ptr), block);
+      if (whole_pages(block->size)) {
+        block->shared = share_in_place(block->ptr, block->size, block->device);
+      } else {
+        SharedSegment segment = create_shared_segment(block->size, block->device);
+        std::memcpy(segment.ptr, block->ptr, block->size);
+        dev.live.erase(static_cast<const char*>(block->ptr));
+        block->retired = block->ptr;  // a kernel started before the move may still write it
+        block->ptr = segment.ptr;
+        block->shared = segment;
+        dev.live.emplace(static_cast<const char*>(block->ptr), block);
+      }
       dev.stats.num_device_alloc += 1;
       dev.stats.num_device_free += 1;
     }
@@ -252,7 +292,7 @@ class Memory {
     }
     void* ptr = nullptr;
     if (dev.limit == 0 || reserved() + size <= dev.limit) {
-      ptr = std::aligned_alloc(64, size == 0 ? 64 : size);
+      ptr = take_from_host(size);  // Note [Blocks of whole pages]
     }
     if (ptr == nullptr) {
       dev.stats.num_ooms += 1;
@@ -276,7 +316,7 @@ class Memory {
 
   void release_cache(DeviceMemory& dev) {
     for (auto& [size, block] : dev.cache) {
-      std::free(block->ptr);
+      return_to_host(block->ptr, size);
       dev.stats.num_device_free += 1;
       update(dev.stats.segment, 1, size, false);
       update(dev.stats.reserved_bytes, size, size, false);
@@ -434,10 +474,14 @@ std::optional<c10::DeviceIndex> DeviceAllocator::device_of(const void* ptr) {
 // so a write on either side is seen by the other, as CUDA's IPC handles do.
 //
 // - Where shared memory comes from: a block moves into a segment of its own
-//   (memfd + mmap, SharedSegment.h) the first time it is sent, and the
-//   storage's DataPtr is pointed at the new address, as PyTorch moves a CPU
-//   storage into shared memory when it is first sent. Allocations that are
-//   never sent keep the fast path (malloc'd blocks and the cache).
+//   (a memory file, SharedSegment.h) the first time it is sent. A block of a
+//   page or more (Note [Blocks of whole pages]) moves in place: its bytes are
+//   copied into the file, then the file is mapped over the block's own pages
+//   (mmap MAP_FIXED), so its address, the storage's DataPtr and any pointer
+//   into it stay what they were. A smaller block shares its pages with other
+//   allocations, so it moves to the segment's address, where the storage's
+//   DataPtr is pointed; its old memory is kept until the block is freed.
+//   Allocations that are never sent keep the fast path (the cache).
 // - Why not a segment for every block: benchmarks/bench_ipc.py (two runs
 //   on a 2-core machine under load 20, so ranges) times a fresh block at
 //   3-20 us and the bare syscalls of a segment (memfd_create, ftruncate,
@@ -448,9 +492,20 @@ std::optional<c10::DeviceIndex> DeviceAllocator::device_of(const void* ptr) {
 //   One shared arena per device would avoid the move, but after fork parent
 //   and child would write the same blocks (Note [Fork safety] relies on the
 //   child's memory being a copy).
-// - The price of the move is CPU's: a raw pointer taken before the first
-//   send (data_ptr()) is stale afterwards, and a thread writing the storage
-//   while another sends it may lose that write.
+// - A write by another thread while the storage is first sent (Hogwild
+//   workers, a queue fed while a model trains) never reaches freed memory
+//   and never faults: the kernel swaps the pages in one step for the other
+//   threads, and a small block's old memory outlives every kernel that can
+//   still hold its address. What the move may cost is the write itself: in a
+//   block of whole pages, a byte written after the copy read it and before
+//   the file is mapped went to the private page the mapping drops, so it is
+//   lost; in a smaller block, a kernel that started before the move writes
+//   the old memory to its end, so what it writes after the copy is lost.
+//   Every write that ends before the send begins, or begins after it
+//   returns, is kept, on both sides; later sends move nothing and lose
+//   nothing. A raw pointer taken before the first send (data_ptr()) stays
+//   valid while the storage lives: the block's own for whole pages, the old
+//   memory (no longer the storage's) for a smaller one.
 // - Lifetime: a shared block is never cached. When the sender frees it, it
 //   is unmapped and its file closed, but the host keeps the pages while a
 //   receiver maps them (or a message in flight holds a duplicate of the
