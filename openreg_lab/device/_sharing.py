@@ -6,13 +6,15 @@ hook there: its CPU path would fail on device memory). The reducer below sends a
 as the memory file of its shared segment (duplicated through ``multiprocessing``'s ``DupFd``, as
 torch sends a CPU storage); the receiver maps the same pages on the same device, so a write on
 either side is seen by the other. Note [Sharing device memory across processes] in
-``csrc/runtime/DeviceAllocator.cpp`` says where the memory comes from, how long it lives and how
-it is counted.
+``csrc/runtime/DeviceAllocator.cpp`` says where the memory comes from, how long it lives, how it
+is counted and what a write racing the first send may do.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import resource
 from collections.abc import Callable
 from multiprocessing.reduction import DupFd, ForkingPickler
 from typing import Any
@@ -23,6 +25,51 @@ import torch.multiprocessing.reductions as _reductions
 from openreg_lab import _C
 
 _Reduced = tuple[Callable[..., Any], tuple[Any, ...]]
+
+
+#: File descriptors a send needs free (Note [Sending within the open-file limit]).
+FREE_FDS = 7
+
+
+def _fd_limit_error(what: str, nbytes: int, device: int) -> RuntimeError:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return RuntimeError(
+        f"openreg: cannot {what} an openreg storage of {nbytes} bytes on openreg:{device} "
+        f"{'to' if what == 'send' else 'from'} another process: fewer than {FREE_FDS} file "
+        f"descriptors are free in this process (its open-file limit, ulimit -n, is {soft}); each "
+        "storage sent keeps one and each tensor in flight holds another until its receiver takes "
+        "it. Raise the limit (ulimit -n, or resource.setrlimit(resource.RLIMIT_NOFILE, ...)), let "
+        "the receivers take what was sent, or keep fewer sent storages alive"
+    )
+
+
+def _check_free_fds(nbytes: int, device: int) -> None:
+    """Refuse the send unless ``FREE_FDS`` more file descriptors can be opened.
+
+    Note [Sending within the open-file limit]
+    ``DupFd`` duplicates the storage's memory file and registers it with ``multiprocessing``'s
+    fd-sharing thread (``multiprocessing/resource_sharer.py``), which hands the duplicate over when
+    the receiver connects: it accepts the connection, duplicates it to pass the descriptor, and
+    imports ``hmac`` on its first one. When the process has no descriptor left, its ``accept()``
+    fails and leaves the receiver's connection pending, so the next ``accept()`` fails the same way:
+    the thread loops printing a traceback each time while the receiver waits forever. So before a
+    send takes any descriptor, the reducer opens ``FREE_FDS`` (the storage's memory file on its
+    first send, the send's duplicate, four for the thread: its listening socket, the connection,
+    its duplicate, a module file; and one spare) and closes them, or refuses the send with one
+    line naming the limit. A send that goes takes at most two, so sends never take the thread's
+    last ones, and a refused send takes none.
+    """
+    taken: list[int] = []
+    try:
+        while len(taken) < FREE_FDS:
+            taken.extend(os.pipe())
+    except OSError as e:
+        if e.errno != errno.EMFILE:
+            raise
+        raise _fd_limit_error("send", nbytes, device) from None
+    finally:
+        for probe in taken:
+            os.close(probe)
 
 
 def _segment_key(fd: int) -> tuple[str, int, int]:
@@ -37,7 +84,12 @@ def _rebuild_empty_storage(device: int) -> torch.UntypedStorage:
 
 def _rebuild_storage(dup: Any, nbytes: int, device: int, key: tuple[str, int, int]) -> torch.UntypedStorage:
     """Map a storage sent by ``_reduce_storage``; one storage per segment in each process."""
-    fd = dup.detach()
+    try:
+        fd = dup.detach()
+    except OSError as e:
+        if e.errno != errno.EMFILE:
+            raise
+        raise _fd_limit_error("receive", nbytes, device) from None
     cached = _reductions.storage_from_cache(torch.UntypedStorage, key)
     if cached is not None:
         os.close(fd)
@@ -52,6 +104,7 @@ def _reduce_storage(storage: Any) -> _Reduced:
         return _reductions.reduce_storage(storage)
     if storage.nbytes() == 0:
         return _rebuild_empty_storage, (storage.device.index,)
+    _check_free_fds(storage.nbytes(), storage.device.index)
     fd, nbytes, device = _C._share_storage(storage)
     key = _segment_key(fd)
     # A storage that comes back to this process is this very storage.

@@ -1,0 +1,92 @@
+"""Sharing openreg tensors under a race and under the open-file limit (issue 35, point 5).
+
+Note [Sharing device memory across processes] in ``csrc/runtime/DeviceAllocator.cpp`` says what a
+write racing the first send may do; Note [Sending within the open-file limit] in
+``openreg_lab/device/_sharing.py`` why a send is refused near the limit. Each scenario runs in a
+fresh interpreter in a session of its own (``tests/support/sharing_stress.py``), so a crash or a hang
+fails the test and nothing it started outlives it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _scenario(*args: object, timeout: float = 90) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run ``tests.support.sharing_stress`` with ``args``; the result and its wall seconds."""
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.sharing_stress", *map(str, args)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # its receiver, if the sender died first
+        except ProcessLookupError:
+            pass
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return done, time.monotonic() - start
+
+
+def _rows(done: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_a_tensor_sent_while_another_thread_writes_it_never_crashes_the_sender() -> None:
+    # Before the move in place the old block was freed under the writer: the sender died of
+    # SIGSEGV or glibc's heap checks within the first 5 rounds.
+    rounds = 40
+    done, _ = _scenario("race", rounds)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = _rows(done)
+    assert len(rows) == rounds
+    for row in rows:
+        assert row["device"] == "openreg:0"
+        # The receiver sees the sender's memory, byte for byte, after the writer stopped ...
+        assert row["same_values"], row
+        # ... where every add that ended before the send began, or began after it returned, is
+        # kept; only the adds running across the send may have lost their write.
+        racing = row["started_after"] - row["done_before"]
+        assert row["total"] - racing <= row["low"] <= row["high"] <= row["total"], row
+    # A block of whole pages keeps its address: a kernel running across the send writes its pages.
+    assert [row["same_address"] for row in rows if row["n"] == 65536] == [True] * (rounds // 2)
+
+
+def test_a_send_near_the_open_file_limit_is_refused_and_nothing_spins() -> None:
+    # Before the check: openreg's error or the duplicate's OSError at the limit, then the
+    # receiver waited while multiprocessing's fd-sharing thread printed a traceback per failed
+    # accept() (648 MB in 90 s).
+    done, seconds = _scenario("fd_limit", 80, 64)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(done.stdout) + len(done.stderr) < 4096, done.stderr[-2000:]
+    assert seconds < 60
+    (report,) = _rows(done)
+    error, sent = report["error"], report["sent"]
+    assert error.startswith(
+        "RuntimeError: openreg: cannot send an openreg storage of 1024 bytes on openreg:0 to "
+        "another process: fewer than 7 file descriptors are free in this process (its open-file "
+        "limit, ulimit -n, is 64)"
+    ), error
+    assert "Raise the limit" in error and "\n" not in error
+    # Every storage sent kept its memory file: the refusal came well before 80 ...
+    assert 20 < sent < 80
+    # ... and the receiver got every tensor that went, in order.
+    assert report["received"] == [float(i) for i in range(sent)]
