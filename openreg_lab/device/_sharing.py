@@ -33,13 +33,16 @@ FREE_FDS = 7
 
 def _fd_limit_error(what: str, nbytes: int, device: int) -> RuntimeError:
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if what == "send":
+        where, short = "to", f"fewer than {FREE_FDS} file descriptors are free"
+    else:
+        where, short = "from", "no file descriptor is free"
     return RuntimeError(
-        f"openreg: cannot {what} an openreg storage of {nbytes} bytes on openreg:{device} "
-        f"{'to' if what == 'send' else 'from'} another process: fewer than {FREE_FDS} file "
-        f"descriptors are free in this process (its open-file limit, ulimit -n, is {soft}); each "
-        "storage sent keeps one and each tensor in flight holds another until its receiver takes "
+        f"openreg: cannot {what} an openreg storage of {nbytes} bytes on openreg:{device} {where} "
+        f"another process: {short} in this process (its open-file limit, ulimit -n, is {soft}); each "
+        "storage shared keeps one and each tensor in flight holds another until its receiver takes "
         "it. Raise the limit (ulimit -n, or resource.setrlimit(resource.RLIMIT_NOFILE, ...)), let "
-        "the receivers take what was sent, or keep fewer sent storages alive"
+        "the receivers take what was sent, or keep fewer shared storages alive"
     )
 
 

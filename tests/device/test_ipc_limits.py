@@ -9,6 +9,7 @@ fails the test and nothing it started outlives it.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -17,6 +18,10 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
+
+from openreg_lab.device import _sharing
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,3 +95,21 @@ def test_a_send_near_the_open_file_limit_is_refused_and_nothing_spins() -> None:
     assert 20 < sent < 80
     # ... and the receiver got every tensor that went, in order.
     assert report["received"] == [float(i) for i in range(sent)]
+
+
+class _NoDescriptorLeft:
+    """What ``DupFd.detach`` raises in a receiver at its open-file limit."""
+
+    def detach(self) -> int:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+
+def test_a_receiver_without_a_free_descriptor_says_so_in_one_line() -> None:
+    with pytest.raises(RuntimeError) as raised:
+        _sharing._rebuild_storage(_NoDescriptorLeft(), 1024, 1, ("openreg", 0, 0))
+    message = str(raised.value)
+    assert message.startswith(
+        "openreg: cannot receive an openreg storage of 1024 bytes on openreg:1 from another "
+        "process: no file descriptor is free in this process (its open-file limit, ulimit -n, is "
+    )
+    assert "Raise the limit" in message and "\n" not in message
