@@ -30,7 +30,9 @@ enum Field : int {
 };
 
 // A posted row: the signature, the call's number in the group, whether the
-// rank issued it ahead, then the split sizes (if any).
+// rank issued it ahead, then the split sizes (if any). A rank that left posts
+// a row of -1 but for these two: the first call it never made, and minus why
+// it left (Note [A rank that left]).
 constexpr int kSeq = Signature::kFields;
 constexpr int kAhead = Signature::kFields + 1;
 constexpr int kRow = Signature::kFields + 2;
@@ -191,7 +193,65 @@ std::string split_mismatch(const Rows& rows, int size, const char* op, const std
   return what.str();
 }
 
+// The ranks whose row in the slot of call `seq` says they left before it
+// (Note [A rank that left]), as the error names them; "" when none did. Rows
+// shorter than a row are slots not posted.
+std::string left_message(const Rows& rows, int64_t seq) {
+  std::vector<int> left;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r].size() >= static_cast<size_t>(kRow) && rows[r][kAhead] < 0 &&
+        rows[r][kSeq] <= seq) {
+      left.push_back(static_cast<int>(r));
+    }
+  }
+  if (left.empty()) {
+    return "";
+  }
+  auto why = [&](int r) { return leaving_reason(-rows[r][kAhead]); };
+  std::ostringstream what;
+  if (left.size() == 1) {
+    what << "rank " << left[0] << " left the group (" << why(left[0]) << ")";
+  } else {
+    for (size_t i = 0; i < left.size(); ++i) {
+      what << (i == 0                 ? "ranks "
+               : i + 1 == left.size() ? " and "
+                                      : ", ")
+           << left[i] << " (" << why(left[i]) << ")";
+    }
+    what << " have left the group";
+  }
+  what << " before this collective: every rank of a group " << kLeftTheGroup;
+  return what.str();
+}
+
+std::vector<uint8_t> row_bytes(const std::vector<int64_t>& row) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(row.data());
+  return std::vector<uint8_t>(bytes, bytes + row.size() * sizeof(int64_t));
+}
+
+std::vector<int64_t> parse_row(const std::vector<uint8_t>& bytes, const std::string& key) {
+  TORCH_CHECK(bytes.size() >= kRow * sizeof(int64_t) && bytes.size() % sizeof(int64_t) == 0,
+              "openreg: a malformed row in the store at ", key);
+  std::vector<int64_t> row(bytes.size() / sizeof(int64_t));
+  std::memcpy(row.data(), bytes.data(), bytes.size());
+  return row;
+}
+
 }  // namespace
+
+const char* leaving_reason(int64_t code) {
+  switch (static_cast<Leaving>(code)) {
+    case Leaving::kDestroyed:
+      return "it called destroy_process_group";
+    case Leaving::kAborted:
+      return "it aborted the group";
+    case Leaving::kReleased:
+      return "its process group was deleted";
+    case Leaving::kExited:
+      return "its process exited";
+  }
+  return "it left";
+}
 
 bool agreement_checked() {
   static const bool checked = [] {
@@ -331,9 +391,47 @@ void Agreement::post(c10d::Store& store, const Signature& sig, int64_t seq, bool
   row[kSeq] = seq;
   row[kAhead] = ahead ? 1 : 0;
   std::copy(sig.splits.begin(), sig.splits.end(), row.begin() + kRow);
-  const auto* bytes = reinterpret_cast<const uint8_t*>(row.data());
-  store.set(slot_key(seq, rank_),
-            std::vector<uint8_t>(bytes, bytes + row.size() * sizeof(int64_t)));
+  store.set(slot_key(seq, rank_), row_bytes(row));
+}
+
+void Agreement::leave(int64_t next_seq, Leaving how) noexcept {
+  if (!agreement_checked() || size_ < 2) {
+    return;
+  }
+  std::vector<int64_t> row(kRow, -1);
+  row[kSeq] = next_seq;
+  row[kAhead] = -static_cast<int64_t>(how);
+  std::vector<std::string> keys;
+  for (int64_t seq = next_seq; seq < next_seq + kLeftSlots; ++seq) {
+    keys.push_back(slot_key(seq, rank_));
+  }
+  try {
+    watcher_->multiSet(keys, std::vector<std::vector<uint8_t>>(keys.size(), row_bytes(row)));
+  } catch (const std::exception&) {
+    // The store is gone (its host left first): nobody is left to wait on it.
+  }
+}
+
+std::string Agreement::who_left(int64_t seq, std::chrono::milliseconds patience) {
+  const auto deadline = Clock::now() + patience;
+  for (;;) {
+    Rows all(size_);
+    try {
+      for (int r = 0; r < size_; ++r) {
+        const std::string key = slot_key(seq, r);
+        if (r != rank_ && watcher_->check({key})) {
+          all[r] = parse_row(watcher_->get(key), key);
+        }
+      }
+    } catch (const std::exception&) {
+      return "";  // the store is gone too: the transport's error stands
+    }
+    std::string left = left_message(all, seq);
+    if (!left.empty() || Clock::now() >= deadline) {
+      return left;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 std::optional<Rows> Agreement::rows(c10d::Store& store, int64_t seq,
@@ -358,13 +456,12 @@ std::optional<Rows> Agreement::rows(c10d::Store& store, int64_t seq,
     Rows all(size_);
     bool current = true;
     for (int r = 0; r < size_; ++r) {
-      TORCH_CHECK(
-          values[r].size() >= kRow * sizeof(int64_t) && values[r].size() % sizeof(int64_t) == 0,
-          "openreg: a malformed row in the store at ", keys[r]);
-      all[r].resize(values[r].size() / sizeof(int64_t));
-      std::memcpy(all[r].data(), values[r].data(), values[r].size());
+      all[r] = parse_row(values[r], keys[r]);
       current &= all[r][kSeq] == seq;
     }
+    // A rank that left never posts this row (Note [A rank that left]).
+    const std::string left = left_message(all, seq);
+    TORCH_CHECK_WITH(DistBackendError, left.empty(), left);
     if (current) {
       return all;
     }
@@ -456,6 +553,11 @@ void Agreement::watchdog() {
           c->agreed = true;  // only slow
         } else if (!c->over.exchange(true) && c->fail) {
           c->fail(value_error(disagreement));
+        }
+      } catch (const c10::DistBackendError&) {
+        // A rank left (Note [A rank that left]): its collective cannot complete.
+        if (!c->over.exchange(true) && c->fail) {
+          c->fail(std::current_exception());
         }
       } catch (const std::exception&) {
         // The store is unreachable: the collective's own timeout will say so.

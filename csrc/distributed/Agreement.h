@@ -60,6 +60,25 @@
 // mismatch is the same ValueError everywhere, before Gloo runs.
 // OPENREG_DIST_CHECK=0 skips all of it, for programs known to be consistent
 // (benchmarks/bench_distributed.py measures both).
+//
+// Note [A rank that left]
+// A rank waiting for its group's rows would wait the whole group timeout (30
+// minutes by default) for a rank that has left: Gloo sees a peer's closed
+// connection at once, but the agreement only sees a row that never comes. So
+// a rank that leaves says so where the others wait: when its group shuts
+// down (destroy_process_group), is aborted or destroyed, or its process exits
+// (an atexit hook, openreg_lab/device/_distributed.py), it writes a "left"
+// row, with why and the number of the first call it never made, into the
+// slots of its next kLeftSlots calls, and pushes one on its send queue to
+// every peer (Note [A send meets its recv]). A rank waiting for that slot
+// wakes at once, as for any row, and fails naming the rank and why; a recv
+// from it pops the row after the sends it did make. A call that ran ahead
+// (and failed in Gloo, the peer's connection closed) is named the same way:
+// its Work looks in the slot for a while before it reports Gloo's error.
+// Only a rank itself writes that it left, so a slow rank (one computing for
+// an hour) is never taken for gone; a rank that dies without exiting
+// (SIGKILL, os._exit) writes nothing and is found by the timeout, as before.
+// A forked child does not speak for its parent's rank.
 
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -83,6 +102,13 @@ namespace openreg::distributed {
 
 // False when OPENREG_DIST_CHECK=0.
 bool agreement_checked();
+
+// Why a rank left its group (Note [A rank that left]).
+enum class Leaving : int64_t { kDestroyed = 1, kAborted = 2, kReleased = 3, kExited = 4 };
+// "it called destroy_process_group", ...; `code` as stored.
+const char* leaving_reason(int64_t code);
+// In the error that names the ranks that left (Agreement::who_left).
+inline constexpr char kLeftTheGroup[] = "must issue the same collectives before it leaves";
 
 // Issues, on the transport, a collective of the shape of a remembered call,
 // on zeros: what a rank that waited joins the ranks ahead with.
@@ -137,6 +163,10 @@ class Agreement {
  public:
   static constexpr auto kAheadGrace = std::chrono::milliseconds(50);
   static constexpr int64_t kSlots = 1024;
+  // The calls after a rank left whose slots say so (Note [A rank that left]);
+  // the slots of its last calls keep their rows for the ranks still reading
+  // them.
+  static constexpr int64_t kLeftSlots = kSlots / 2;
 
   Agreement(c10::intrusive_ptr<c10d::Backend> transport, c10::intrusive_ptr<c10d::Store> store,
             std::string group_name);
@@ -161,6 +191,15 @@ class Agreement {
 
   // Stops the watchdog (the group shuts down).
   void stop();
+
+  // Tells the group's other ranks that this one left before its call
+  // `next_seq` (Note [A rank that left]). Never raises.
+  void leave(int64_t next_seq, Leaving how) noexcept;
+  // Which ranks had left before call `seq`, from their rows in its slot:
+  // "rank 1 left the group (its process exited) before this collective; ...",
+  // or "" when none did. Looks for up to `patience` (a rank's Gloo connection
+  // may close before the store has its row).
+  std::string who_left(int64_t seq, std::chrono::milliseconds patience);
 
  private:
   struct Call {

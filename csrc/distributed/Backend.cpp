@@ -7,7 +7,10 @@
 #include <c10/util/Exception.h>
 #include <c10/util/irange.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 namespace openreg::distributed {
@@ -148,6 +151,19 @@ std::vector<int64_t> split_row(int64_t sent, int64_t received, const std::vector
   return row;
 }
 
+// The groups of this process that may have to leave at exit (Note [A rank
+// that left]). Leaked on purpose: the exit hook may run after static
+// destructors would have.
+struct Groups {
+  std::mutex mutex;
+  std::set<Backend*> live;
+};
+
+Groups& groups() {
+  static auto* all = new Groups();
+  return *all;
+}
+
 }  // namespace
 
 Backend::Call& Backend::Call::on(const Tensors& tensors) {
@@ -198,7 +214,34 @@ Backend::Backend(c10::intrusive_ptr<c10d::Backend> transport, std::string group_
       group_name_(std::move(group_name)),
       refusal_(std::move(refusal)),
       // a refusing backend compares nothing: no agreement, no store connection
-      checks_(transport_, store, group_name_, refusal_.empty()) {}
+      checks_(transport_, store, group_name_, refusal_.empty()),
+      pid_(getpid()) {
+  if (refusal_.empty()) {
+    std::lock_guard<std::mutex> lock(groups().mutex);
+    groups().live.insert(this);
+  }
+}
+
+Backend::~Backend() {
+  {
+    std::lock_guard<std::mutex> lock(groups().mutex);
+    groups().live.erase(this);
+  }
+  leave(Leaving::kReleased);
+}
+
+void Backend::leave(Leaving how) noexcept {
+  if (refusal_.empty() && getpid() == pid_ && !left_.exchange(true)) {
+    checks_.leave(seq_.load(), how);
+  }
+}
+
+void leave_all_groups_at_exit() {
+  std::lock_guard<std::mutex> lock(groups().mutex);
+  for (Backend* backend : groups().live) {
+    backend->leave(Leaving::kExited);
+  }
+}
 
 c10::intrusive_ptr<c10d::Work> Backend::run(
     Call call, const std::function<c10::intrusive_ptr<c10d::Work>()>& issue) {
@@ -611,11 +654,13 @@ void Backend::setTimeout(std::chrono::milliseconds timeout) {
 }
 
 void Backend::abort() {
+  leave(Leaving::kAborted);
   checks_.stop();
   transport_->abort();
 }
 
 void Backend::shutdown() {
+  leave(Leaving::kDestroyed);
   checks_.stop();
   transport_->shutdown();
 }

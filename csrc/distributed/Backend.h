@@ -24,6 +24,8 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <functional>
 #include <map>
@@ -45,6 +47,7 @@ class Backend final : public c10d::Backend {
   // backend serves no openreg tensor: openreg_lab/device/_distributed.py).
   Backend(c10::intrusive_ptr<c10d::Backend> transport, std::string group_name,
           c10::intrusive_ptr<c10d::Store> store, std::string refusal = "");
+  ~Backend() override;
 
   const std::string getBackendName() const override {
     return kName;
@@ -104,6 +107,11 @@ class Backend final : public c10d::Backend {
   void setTimeout(std::chrono::milliseconds timeout) override;
   void abort() override;
   void shutdown() override;
+
+  // Tells the group's other ranks that this one left (Note [A rank that
+  // left]), once, and only from the process that made the group (not a
+  // forked child). Never raises.
+  void leave(Leaving how) noexcept;
 
  private:
   // What one collective is, built by the call builder below: its name and
@@ -173,6 +181,12 @@ class Backend final : public c10d::Backend {
   std::atomic<int64_t> seq_{0};
   std::mutex p2p_mutex_;
   std::map<std::pair<bool, int>, int64_t> p2p_seq_;
+  std::atomic<bool> left_{false};
+  pid_t pid_;  // the process that made the group
 };
+
+// Every group of this process leaves (Note [A rank that left]): the process
+// exits. Called by an atexit hook (openreg_lab/device/_distributed.py).
+void leave_all_groups_at_exit();
 
 }  // namespace openreg::distributed

@@ -1,6 +1,9 @@
 #include "distributed/CallCheck.h"
 
 #include <c10/util/Exception.h>
+#include <c10/util/Logging.h>
+
+#include <algorithm>
 
 namespace openreg::distributed {
 
@@ -58,6 +61,40 @@ c10::intrusive_ptr<c10d::Work> CallCheck::recv(int src, const std::vector<at::Te
     return receive(views);
   }
   return peers_->recv(src, tensors[0], std::move(views), std::move(receive));
+}
+
+namespace {
+
+// c10's log level above warnings while it lives. A rank may leave after the
+// store's host did (rank 0 under init_method tcp:// often exits first), and
+// TCPStore logs each send to a closed store with a C++ backtrace before it
+// raises: a rank that leaves has nothing to report about that.
+class NoStoreWarnings {
+ public:
+  NoStoreWarnings() : saved_(FLAGS_caffe2_log_level) {
+    FLAGS_caffe2_log_level = std::max(saved_, kErrorsOnly);
+  }
+  ~NoStoreWarnings() {
+    FLAGS_caffe2_log_level = saved_;
+  }
+  NoStoreWarnings(const NoStoreWarnings&) = delete;
+  NoStoreWarnings& operator=(const NoStoreWarnings&) = delete;
+
+ private:
+  static constexpr int kErrorsOnly = 2;  // c10: 0 info, 1 warning, 2 error
+  int saved_;
+};
+
+}  // namespace
+
+void CallCheck::leave(int64_t next_seq, Leaving how) noexcept {
+  NoStoreWarnings quiet;
+  if (agreement_) {
+    agreement_->leave(next_seq, how);
+  }
+  if (peers_) {
+    peers_->leave(static_cast<int64_t>(how));
+  }
 }
 
 void CallCheck::stop() {

@@ -69,6 +69,9 @@ class CallCheck {
     return agreement_;
   }
   void stop();
+  // This rank leaves the group before its call `next_seq`: the others stop
+  // waiting for it (Note [A rank that left]). Never raises.
+  void leave(int64_t next_seq, Leaving how) noexcept;
 
  private:
   std::shared_ptr<Agreement> agreement_;

@@ -1,5 +1,7 @@
 #include "distributed/PeerCheck.h"
 
+#include "distributed/Agreement.h"  // leaving_reason
+
 #include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 
@@ -154,6 +156,22 @@ std::string PeerCheck::mismatch(int src, const std::vector<int64_t>& sent, int d
   return what.str();
 }
 
+void PeerCheck::leave(int64_t how) noexcept {
+  const int64_t row[2] = {-1, how};
+  const auto* bytes = reinterpret_cast<const uint8_t*>(row);
+  for (int dst = 0; dst < size_; ++dst) {
+    if (dst == rank_) {
+      continue;
+    }
+    try {
+      store_->queuePush("openreg/p2p/" + std::to_string(rank_) + "/" + std::to_string(dst),
+                        std::vector<uint8_t>(bytes, bytes + sizeof(row)));
+    } catch (const std::exception&) {
+      return;  // the store is gone (its host left first)
+    }
+  }
+}
+
 std::function<void()> PeerCheck::send(int dst, const at::Tensor& tensor) {
   int64_t n = 0;
   {
@@ -214,6 +232,11 @@ c10::intrusive_ptr<c10d::Work> PeerCheck::recv(int src, const at::Tensor& tensor
         *self->store_, "openreg/p2p/" + std::to_string(src) + "/" + std::to_string(self->rank_));
     TORCH_CHECK(!sent.empty(), "openreg recv (group '", self->group_name_, "', rank ", self->rank_,
                 " of ", self->size_, "): rank ", src, " posted no send within the group's timeout");
+    // A rank that left pushes {-1, why} after its last send (Note [A rank that left]).
+    TORCH_CHECK_WITH(DistBackendError, sent[0] >= 0, "rank ", src, " left the group (",
+                     leaving_reason(sent[1]),
+                     ") before sending what this recv expects: every recv needs its send before "
+                     "a rank leaves");
     const std::string what = self->mismatch(src, sent, self->rank_, received, "recv");
     if (what.empty()) {
       c10::intrusive_ptr<c10d::Work> work = receive(views);

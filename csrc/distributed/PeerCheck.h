@@ -63,6 +63,10 @@ class PeerCheck : public std::enable_shared_from_this<PeerCheck> {
   c10::intrusive_ptr<c10d::Work> recv(int src, const at::Tensor& tensor,
                                       std::vector<at::Tensor> views, Receive receive);
 
+  // Tells every peer's recvs that this rank left, after the sends it made
+  // (Note [A rank that left]; `how` a Leaving). Never raises.
+  void leave(int64_t how) noexcept;
+
  private:
   std::string key(int src, int dst, int64_t n, const char* side) const;
   std::string mismatch(int src, const std::vector<int64_t>& sent, int dst,

@@ -86,7 +86,7 @@ void Work::finish_once(std::exception_ptr error) {
   });
 }
 
-std::exception_ptr Work::named(std::exception_ptr error) const {
+std::exception_ptr Work::named(std::exception_ptr error, std::chrono::milliseconds patience) const {
   try {
     std::rethrow_exception(error);
   } catch (const c10::ValueError&) {
@@ -95,9 +95,18 @@ std::exception_ptr Work::named(std::exception_ptr error) const {
     // One line: the transport's C++ backtrace stays out of the message
     // (TORCH_SHOW_CPP_STACKTRACES shows this error's own).
     const auto* error = dynamic_cast<const c10::Error*>(&e);
+    const std::string why = error ? error->what_without_backtrace() : e.what();
+    std::string left;  // Note [A rank that left]: name the rank, not only its address
+    std::shared_ptr<Agreement> agreement = agreement_.lock();
+    const c10d::OpType type = retrieveOpType();
+    if (agreement != nullptr && info_.seq >= 0 && type != c10d::OpType::SEND &&
+        type != c10d::OpType::RECV && type != c10d::OpType::RECVANYSOURCE &&
+        why.find(kLeftTheGroup) == std::string::npos) {
+      left = agreement->who_left(info_.seq, patience);
+    }
     try {
       TORCH_CHECK_WITH(DistBackendError, false, describe(info_),
-                       " failed: ", error ? error->what_without_backtrace() : e.what());
+                       " failed: ", left.empty() ? why : left + " (" + why + ")");
     } catch (...) {
       return std::current_exception();
     }
@@ -160,9 +169,9 @@ bool Work::wait(std::chrono::milliseconds timeout) {
   } catch (...) {
     if (!transport_->isCompleted()) {
       // The wait timed out, not the collective: it may still complete, and
-      // a later wait() can see it do so.
+      // a later wait() can see it do so (one look for a rank that left).
       trace::record_collective_wait(info_, start);
-      std::rethrow_exception(named(std::current_exception()));
+      std::rethrow_exception(named(std::current_exception(), std::chrono::milliseconds(0)));
     }
     finish_once(std::current_exception());
   }

@@ -64,7 +64,13 @@ class Work : public c10d::Work {
 
  private:
   void finish_once(std::exception_ptr error);
-  std::exception_ptr named(std::exception_ptr error) const;
+  // `error` as this Work's DistBackendError; `patience`: how long it looks
+  // for a rank that left (Note [A rank that left]).
+  std::exception_ptr named(std::exception_ptr error,
+                           std::chrono::milliseconds patience = kLeftPatience) const;
+  // A failed collective looks this long for the row of a rank that left: its
+  // Gloo connection may close before the store has applied that row.
+  static constexpr auto kLeftPatience = std::chrono::milliseconds(500);
 
   c10::intrusive_ptr<c10d::Work> transport_;
   std::shared_ptr<AheadCall> ahead_;

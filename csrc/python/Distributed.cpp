@@ -21,4 +21,8 @@ void bind_distributed(py::module_& m) {
            "the group's. With a `refusal`, every collective raises it (a ValueError) instead.")
       .def_property_readonly("transport", &Backend::transport,
                              "The group that moves the bytes (Gloo's).");
+  m.def("_leave_groups_at_exit", &openreg::distributed::leave_all_groups_at_exit,
+        py::call_guard<py::gil_scoped_release>(),
+        "Tell the other ranks of every ogloo group of this process that it exits, so that none "
+        "waits for it (Note [A rank that left] in csrc/distributed/Agreement.h).");
 }

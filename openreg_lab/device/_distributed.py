@@ -10,6 +10,7 @@ is staged (Note [Collectives on host views]).
 
 from __future__ import annotations
 
+import atexit
 import functools
 import uuid
 from collections.abc import Callable
@@ -29,7 +30,9 @@ _RUN_ID_KEY = "openreg-lab/run-id"
 
 def register() -> None:
     """Register ``"ogloo"`` with ``torch.distributed`` for ``openreg`` tensors (once; no-op without
-    ``torch.distributed``)."""
+    ``torch.distributed``). At exit, every group of the process tells its other ranks that this one
+    left, so none of them waits the group's timeout for it (Note [A rank that left] in
+    ``csrc/distributed/Agreement.h``)."""
     if not torch.distributed.is_available():
         return
     backend = torch.distributed.Backend
@@ -37,6 +40,7 @@ def register() -> None:
         return
     backend.register_backend(BACKEND, _create_group, extended_api=True, devices=[DEVICE, "cpu"])
     _refuse_openreg_on_other_backends()
+    atexit.register(_C._leave_groups_at_exit)
 
 
 GLOO_REFUSAL = (
