@@ -30,25 +30,33 @@ struct Block {
   size_t requested;  // what the caller asked for
   c10::DeviceIndex device;
   SharedSegment shared{};  // fd >= 0 once sent to another process
-  // A block smaller than a page that moved into a shared segment: its memory
+  // A block of the small pool that moved into a shared segment: its memory
   // before the move, freed with the block (Note [Sharing device memory across
   // processes]).
   void* retired = nullptr;
 };
 
-// Note [Blocks of whole pages]
-// A block of a page or more is mapped from the host by itself (anonymous,
-// private, page-aligned): its pages hold nothing else, so it can move into a
-// shared segment in place (Note [Sharing device memory across processes]).
-// Smaller blocks come from malloc, as the small tensors that are most
-// allocations would waste most of a page each. Both are private copies
-// after fork (Note [Fork safety]).
-bool whole_pages(size_t size) {
-  return size >= page_size();
+// Note [Large blocks are mappings of their own]
+// A block of the large pool (kSmallBlockLimit, 1 MiB, or more) is mapped
+// from the host by itself (anonymous, private, page-aligned): its pages hold
+// nothing else, so it moves into a shared segment in place (Note [Sharing
+// device memory across processes]). The price is the host's: a fresh block
+// costs an mmap and a munmap (+2-3 us), and after empty_cache its pages fault
+// in again where malloc would hand back pages it had touched (a fresh 1 MiB
+// block written once: 2.5-2.7x, 350 us against 130 us, in
+// benchmarks/bench_ipc.py alloc; 1.1x when the memory is new to malloc too;
+// a cached block costs what it did). Smaller blocks come from malloc:
+// mapped, a fresh block of 4-64 KiB written once took 3-9x as long, and tens
+// of thousands of them would reach the kernel's limit on a process's
+// mappings (vm.max_map_count, 65530 by default: 140,000 blocks of 4 KiB with
+// every other one freed did, and munmap then fails). Both kinds are private
+// copies after fork (Note [Fork safety]).
+bool own_mapping(size_t size) {
+  return size >= kSmallBlockLimit;
 }
 
 void* take_from_host(size_t size) {
-  if (whole_pages(size)) {
+  if (own_mapping(size)) {
     void* ptr = mmap(nullptr, page_rounded(size), PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return ptr == MAP_FAILED ? nullptr : ptr;
@@ -57,7 +65,7 @@ void* take_from_host(size_t size) {
 }
 
 void return_to_host(void* ptr, size_t size) {
-  if (whole_pages(size)) {
+  if (own_mapping(size)) {
     munmap(ptr, page_rounded(size));
   } else {
     std::free(ptr);
@@ -205,13 +213,13 @@ class Memory {
   // Moves `block` into a shared segment unless it is in one already; returns
   // its memory file and address (Note [Sharing device memory across
   // processes]). The block keeps its size, so the statistics do not move; a
-  // block of whole pages keeps its address too, a smaller one gets a new one,
-  // where the caller points the storage.
+  // large block keeps its address too, a small one gets a new one, where the
+  // caller points the storage.
   std::pair<int, void*> make_shared(Block* block) {
     DeviceMemory& dev = devices_[block->device];
     std::lock_guard<std::mutex> lock(dev.mutex);
     if (block->shared.fd < 0) {
-      if (whole_pages(block->size)) {
+      if (own_mapping(block->size)) {
         block->shared = share_in_place(block->ptr, block->size, block->device);
       } else {
         SharedSegment segment = create_shared_segment(block->size, block->device);
@@ -292,7 +300,7 @@ class Memory {
     }
     void* ptr = nullptr;
     if (dev.limit == 0 || reserved() + size <= dev.limit) {
-      ptr = take_from_host(size);  // Note [Blocks of whole pages]
+      ptr = take_from_host(size);  // Note [Large blocks are mappings of their own]
     }
     if (ptr == nullptr) {
       dev.stats.num_ooms += 1;
@@ -474,13 +482,14 @@ std::optional<c10::DeviceIndex> DeviceAllocator::device_of(const void* ptr) {
 // so a write on either side is seen by the other, as CUDA's IPC handles do.
 //
 // - Where shared memory comes from: a block moves into a segment of its own
-//   (a memory file, SharedSegment.h) the first time it is sent. A block of a
-//   page or more (Note [Blocks of whole pages]) moves in place: its bytes are
-//   copied into the file, then the file is mapped over the block's own pages
-//   (mmap MAP_FIXED), so its address, the storage's DataPtr and any pointer
-//   into it stay what they were. A smaller block shares its pages with other
-//   allocations, so it moves to the segment's address, where the storage's
-//   DataPtr is pointed; its old memory is kept until the block is freed.
+//   (a memory file, SharedSegment.h) the first time it is sent. A block of
+//   1 MiB or more (Note [Large blocks are mappings of their own]) moves in
+//   place: its bytes are copied into the file, then the file is mapped over
+//   the block's own pages (mmap MAP_FIXED), so its address, the storage's
+//   DataPtr and any pointer into it stay what they were. A smaller block may
+//   share its pages with other allocations, so it moves to the segment's
+//   address, where the storage's DataPtr is pointed; its old memory is kept
+//   until the block is freed.
 //   Allocations that are never sent keep the fast path (the cache).
 // - Why not a segment for every block: benchmarks/bench_ipc.py (two runs
 //   on a 2-core machine under load 20, so ranges) times a fresh block at
@@ -497,15 +506,15 @@ std::optional<c10::DeviceIndex> DeviceAllocator::device_of(const void* ptr) {
 //   and never faults: the kernel swaps the pages in one step for the other
 //   threads, and a small block's old memory outlives every kernel that can
 //   still hold its address. What the move may cost is the write itself: in a
-//   block of whole pages, a byte written after the copy read it and before
+//   block of 1 MiB or more, a byte written after the copy read it and before
 //   the file is mapped went to the private page the mapping drops, so it is
 //   lost; in a smaller block, a kernel that started before the move writes
 //   the old memory to its end, so what it writes after the copy is lost.
 //   Every write that ends before the send begins, or begins after it
 //   returns, is kept, on both sides; later sends move nothing and lose
 //   nothing. A raw pointer taken before the first send (data_ptr()) stays
-//   valid while the storage lives: the block's own for whole pages, the old
-//   memory (no longer the storage's) for a smaller one.
+//   valid while the storage lives: the block's own for 1 MiB or more, the
+//   old memory (no longer the storage's) for a smaller one.
 // - Lifetime: a shared block is never cached. When the sender frees it, it
 //   is unmapped and its file closed, but the host keeps the pages while a
 //   receiver maps them (or a message in flight holds a duplicate of the

@@ -238,21 +238,22 @@ def test_the_first_send_moves_the_storage_and_keeps_its_contents() -> None:
     assert t.data_ptr() == ptr
 
 
-def test_a_block_of_whole_pages_moves_in_place_and_a_smaller_one_to_a_new_address() -> None:
-    # Note [Sharing device memory across processes]: a page or more keeps its address, so a kernel
-    # writing it across the first send writes the shared pages; statistics do not move either way.
-    pages = torch.arange(1100.0, device="openreg")  # 4400 bytes: a block of 4608, two pages mapped
+def test_a_large_block_moves_in_place_and_a_small_one_to_a_new_address() -> None:
+    # Note [Sharing device memory across processes]: a block of 1 MiB or more keeps its address, so
+    # a kernel writing it across the first send writes the shared pages; statistics do not move.
+    n = (1 << 18) + 100  # 1 MiB + 400 bytes: a block of 1 MiB + 512, 257 pages mapped
+    large = torch.arange(float(n), device="openreg")
     small = torch.arange(100.0, device="openreg")  # 400 bytes: a block of 512
-    ptrs = pages.data_ptr(), small.data_ptr()
+    ptrs = large.data_ptr(), small.data_ptr()
     before = _memory(), torch.openreg.memory_stats()["segment.all.current"]
-    ForkingPickler.dumps(pages)
+    ForkingPickler.dumps(large)
     ForkingPickler.dumps(small)
-    assert pages.data_ptr() == ptrs[0] and small.data_ptr() != ptrs[1]
+    assert large.data_ptr() == ptrs[0] and small.data_ptr() != ptrs[1]
     assert (_memory(), torch.openreg.memory_stats()["segment.all.current"]) == before
-    assert pages.tolist() == list(range(1100)) and small.tolist() == list(range(100))
-    back = pickle.loads(ForkingPickler.dumps(pages[1000:]))
-    back.add_(1)  # the same pages, through the one storage per segment
-    assert pages[999:1002].tolist() == [999, 1001, 1002]
+    assert torch.equal(large.cpu(), torch.arange(float(n))) and small.tolist() == list(range(100))
+    back = pickle.loads(ForkingPickler.dumps(large[n - 2 :]))
+    back.add_(1)  # the last page, through the one storage per segment
+    assert large[n - 3 :].tolist() == [n - 3, n - 1, n]
 
 
 def test_a_queue_in_one_process_delivers_the_tensor() -> None:

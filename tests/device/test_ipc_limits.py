@@ -56,9 +56,9 @@ def _rows(done: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
 
 
 def test_a_tensor_sent_while_another_thread_writes_it_never_crashes_the_sender() -> None:
-    # Before the move in place the old block was freed under the writer: the sender died of
-    # SIGSEGV or glibc's heap checks within the first 5 rounds.
-    rounds = 40
+    # Before, the old block was freed under the writer: the sender died of SIGSEGV or glibc's heap
+    # checks within 31 rounds (9 runs).
+    rounds = 60
     done, _ = _scenario("race", rounds)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = _rows(done)
@@ -71,8 +71,8 @@ def test_a_tensor_sent_while_another_thread_writes_it_never_crashes_the_sender()
         # kept; only the adds running across the send may have lost their write.
         racing = row["started_after"] - row["done_before"]
         assert row["total"] - racing <= row["low"] <= row["high"] <= row["total"], row
-    # A block of whole pages keeps its address: a kernel running across the send writes its pages.
-    assert [row["same_address"] for row in rows if row["n"] == 65536] == [True] * (rounds // 2)
+    # A large block keeps its address: a kernel running across the send writes its pages.
+    assert [row["same_address"] for row in rows if row["n"] == 262144] == [True] * (rounds // 2)
 
 
 def test_a_send_near_the_open_file_limit_is_refused_and_nothing_spins() -> None:

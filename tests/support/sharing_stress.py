@@ -24,9 +24,9 @@ from typing import Any
 
 import torch
 
-#: Elements per round of ``race``, in turn: 256 float32 (1 KiB, a block smaller than a page, which
-#: moves to a new address) and 65536 (256 KiB, whole pages, which move in place).
-RACE_SIZES = (256, 65536)
+#: Elements per round of ``race``, in turn: 256 float32 (1 KiB, a small block, which moves to a new
+#: address) and 262144 (1 MiB, a large block, a mapping of its own, which moves in place).
+RACE_SIZES = (256, 262144)
 #: Seconds any wait of a scenario lasts at most.
 TIMEOUT = 20.0
 
