@@ -3,7 +3,9 @@
 // Device memory: host RAM handed out per simulated device, with a small cache,
 // CUDA-style statistics and an optional per-device capacity.
 //
-// Every allocation is rounded up to kRoundBytes and tagged with its device.
+// Every allocation is rounded up to kRoundBytes and tagged with its device;
+// blocks of kSmallBlockLimit or more are mappings of their own, smaller ones
+// come from malloc (Note [Large blocks are mappings of their own]).
 // A freed block goes to its device's cache (counted in memory_reserved) and is
 // reused by the next request of the same rounded size; empty_cache() returns
 // cached blocks to the host. When a device has a limit, a request that would
