@@ -64,8 +64,9 @@ def _check_free_fds(nbytes: int, device: int) -> None:
     """
     taken: list[int] = []
     try:
+        taken.extend(os.pipe())
         while len(taken) < FREE_FDS:
-            taken.extend(os.pipe())
+            taken.append(os.dup(taken[0]))
     except OSError as e:
         if e.errno != errno.EMFILE:
             raise

@@ -97,6 +97,17 @@ def test_a_send_near_the_open_file_limit_is_refused_and_nothing_spins() -> None:
     assert report["received"] == [float(i) for i in range(sent)]
 
 
+def test_a_send_goes_with_seven_descriptors_free_and_is_refused_with_six() -> None:
+    # Note [Sending within the open-file limit]: the first send of a storage takes three (its
+    # memory file, the duplicate, the fd-sharing thread's listening socket); the check wants 7.
+    done, _ = _scenario("fd_edge", 6, 7)
+    assert done.returncode == 0, done.stderr[-2000:]
+    six, seven = _rows(done)
+    assert six["outcome"].startswith("RuntimeError: openreg: cannot send an openreg storage of 16 bytes")
+    assert "fewer than 7 file descriptors are free" in six["outcome"]
+    assert seven["outcome"] == "sent"
+
+
 class _NoDescriptorLeft:
     """What ``DupFd.detach`` raises in a receiver at its open-file limit."""
 

@@ -11,11 +11,14 @@ its error). Results are JSON lines on stdout.
   counts around the send and both sides' values.
 - ``fd_limit``: the sender lowers its open-file limit, then sends tensors (keeping them) until a
   send is refused; one line: how many went, the refusal, and what the receiver got.
+- ``fd_edge``: with every descriptor but ``free`` taken, whether pickling a tensor for
+  ``torch.multiprocessing`` goes ("sent") or what it raises; one line per count given.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import queue
 import resource
 import sys
@@ -134,8 +137,33 @@ def fd_limit(count: int, limit: int) -> None:
     receiver.join(TIMEOUT)
 
 
+def fd_edge(*counts: int) -> None:
+    from multiprocessing.reduction import ForkingPickler
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    for free in counts:
+        t = torch.ones(4, device="openreg")
+        taken = [os.open(os.devnull, os.O_RDONLY)]
+        try:
+            while True:
+                taken.append(os.dup(taken[0]))
+        except OSError:
+            pass
+        for fd in taken[len(taken) - free :]:
+            os.close(fd)
+        del taken[len(taken) - free :]
+        try:
+            ForkingPickler.dumps(t)
+            outcome = "sent"
+        except Exception as e:
+            outcome = f"{type(e).__name__}: {e}"
+        for fd in taken:
+            os.close(fd)
+        print(json.dumps({"free": free, "outcome": outcome}), flush=True)
+
+
 if __name__ == "__main__":
     import openreg_lab  # noqa: F401  (the device and its reducers)
 
     scenario, *numbers = sys.argv[1:]
-    {"race": race, "fd_limit": fd_limit}[scenario](*map(int, numbers))
+    {"race": race, "fd_limit": fd_limit, "fd_edge": fd_edge}[scenario](*map(int, numbers))
