@@ -13,7 +13,7 @@ import torch.distributed as dist
 from torch import nn
 
 import openreg_lab
-from openreg_lab.device import _cuda_visible
+from openreg_lab.device import _cuda_visible, _distributed
 
 UUIDS = [f"00000000-0000-0000-0000-00000000000{i + 1}" for i in range(3)]  # openreg's, by index
 
@@ -141,6 +141,9 @@ def test_the_value_is_read_at_the_first_use_in_the_block_and_again_in_the_next(m
 
 def test_ddp_device_ids_are_cuda_ordinals(monkeypatch, tmp_path):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    # The group's job (rank, run id) outlives it, by design (Note [A run id for every trace]): keep
+    # it to this test, so later traces of the test process record no rank.
+    monkeypatch.setattr(_distributed, "JOB", {})
     with openreg_lab.from_cuda():
         dist.init_process_group("nccl", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
         try:
