@@ -19,7 +19,14 @@
 //    inputs, which the choice leaves to the math path as CPU does. The
 //    overrideable op is not given enable_gqa: it reads grouping from the head
 //    counts, so the choice is what keeps a mismatch without enable_gqa on the
-//    math path, which raises PyTorch's error.
+//    math path, which raises PyTorch's error. Arguments are checked as on CPU
+//    (tests/operators/test_native_attention_args.py runs each bad case on
+//    both): a dropout_p below 0 or NaN raises where the CPU's own choice is its
+//    flash kernel, which refuses it, and is no dropout on the math path, as on
+//    CPU. Two misuses CPU's flash kernel accepts raise on openreg, through the
+//    math path's checks: is_causal with an attn_mask (documented as an error;
+//    CPU's kernel applies both) and a value whose sequence length is not the
+//    key's (CPU's kernel silently drops the keys past the value's length).
 //  - The forward and backward (this file). openreg's "vendor attention
 //    library" is the host's: the kernels run on host views of the device
 //    tensors (Note [Device memory is host memory]), as the device BLAS does

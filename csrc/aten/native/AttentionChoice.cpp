@@ -15,6 +15,7 @@
 #include <ATen/Context.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/native/transformers/sdp_utils_cpp.h>
+#include <ATen/ops/_fused_sdp_choice_cpu_dispatch.h>
 
 namespace openreg {
 namespace {
@@ -30,9 +31,42 @@ bool fused_kernel_active() {
   return profile_covers(op);
 }
 
+// A dropout_p below 0 (or NaN) is refused where the CPU refuses it: on the
+// arguments for which the CPU's own choice (its aten::_fused_sdp_choice
+// kernel, called directly) is its flash kernel, which raises for any dropout_p
+// other than 0. Elsewhere the CPU takes the math path, which applies dropout
+// only above 0, and so does openreg. (Above 1 the math path's dropout raises
+// on both; at 1 it drops everything on both.) Note [Fused attention on
+// openreg].
+void check_dropout(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                   const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
+                   std::optional<double> scale, bool enable_gqa) {
+  if (dropout_p >= 0.0) {
+    return;
+  }
+  // The CPU's choice raises (after warning why each kernel cannot run) when
+  // the user switched math off and flash cannot run: then it is not flash.
+  struct Quiet final : c10::WarningHandler {
+    void process(const c10::Warning& /*warning*/) override {}
+  } quiet;
+  int64_t cpu_choice = static_cast<int64_t>(sdp::SDPBackend::error);
+  try {
+    c10::WarningUtils::WarningHandlerGuard guard(&quiet);
+    cpu_choice = at::cpu::_fused_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal,
+                                            scale, enable_gqa);
+  } catch (const c10::Error&) {
+    // no backend for the CPU: not its flash kernel
+  }
+  TORCH_CHECK(cpu_choice != static_cast<int64_t>(sdp::SDPBackend::flash_attention),
+              "scaled_dot_product_attention: dropout probability has to be between 0 and 1, but "
+              "got dropout_p=",
+              dropout_p, " (pass 0.0 for no dropout)");
+}
+
 int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                          const std::optional<at::Tensor>& attn_mask, double dropout_p,
-                         bool is_causal, std::optional<double> /*scale*/, bool enable_gqa) {
+                         bool is_causal, std::optional<double> scale, bool enable_gqa) {
+  check_dropout(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
   const auto& ctx = at::globalContext();
   const char* reason =
       attention::unsupported(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa);
