@@ -24,7 +24,7 @@ print("argv", sys.argv, "name", __name__, "path0", sys.path[0], "main", sys.modu
 x = torch.arange(9.0).reshape(3, 3).to("openreg")
 for _ in range(3):
     y = x.atan2(x)
-z = torch.ones(4, device="openreg").cumsum(0)
+z = torch.ones(4, device="openreg").logcumsumexp(0)
 if sys.argv[1:2] == ["raise"]:
     raise RuntimeError("boom from the script")
 if sys.argv[1:2] == ["exit"]:
@@ -52,8 +52,8 @@ def test_run_prints_the_exact_fallback_table_and_writes_the_files(script, tmp_pa
     )
     rows = table_rows(p.stderr, "top fallbacks")  # ranked by time, which varies: compare sorted
     assert sorted((r[0], r[1], r[-1]) for r in rows) == [
+        ("aten::_logcumsumexp", "1", "falls_back.py:9"),
         ("aten::atan2.out", "3", "falls_back.py:8"),
-        ("aten::cumsum.out", "1", "falls_back.py:9"),
     ]
     assert all(len(r) == 6 for r in rows)  # op, calls, time, to cpu, back, source
     assert "top fallbacks (2 of 2 ops, by time including copies)" in p.stderr
@@ -62,7 +62,7 @@ def test_run_prints_the_exact_fallback_table_and_writes_the_files(script, tmp_pa
     assert "op events:" not in p.stderr  # every op: the default needs no note
     t = lab.load_trace(tmp_path / "run.trace")
     fb = t.fallbacks()
-    assert dict(zip(fb["name"], fb["calls"], strict=True)) == {"aten::atan2.out": 3, "aten::cumsum.out": 1}
+    assert dict(zip(fb["name"], fb["calls"], strict=True)) == {"aten::atan2.out": 3, "aten::_logcumsumexp": 1}
     assert t.record_shapes and t.stack
     assert sorted(fb.loc[fb["name"] == "aten::atan2.out", "sources"].iloc[0]) == [f"{script}:8"]
     chrome = json.loads((tmp_path / "run.json").read_text())
@@ -79,7 +79,7 @@ def test_a_script_that_raises_keeps_its_exit_code_and_partial_trace(script, tmp_
     assert "RuntimeError: boom from the script" in tb
     assert "falls_back.py raised RuntimeError (exit code 1)" in p.stderr
     fb = lab.load_trace(tmp_path / "partial.trace").fallbacks()
-    assert dict(zip(fb["name"], fb["calls"], strict=True)) == {"aten::atan2.out": 3, "aten::cumsum.out": 1}
+    assert dict(zip(fb["name"], fb["calls"], strict=True)) == {"aten::atan2.out": 3, "aten::_logcumsumexp": 1}
 
 
 def test_ops_kernels_finds_the_same_fallbacks_without_composites_or_backward(script, tmp_path):
@@ -88,13 +88,13 @@ def test_ops_kernels_finds_the_same_fallbacks_without_composites_or_backward(scr
     assert "op events: openreg's kernels only (--ops kernels)" in p.stderr
     rows = table_rows(p.stderr, "top fallbacks")
     assert sorted((r[0], r[1], r[-1]) for r in rows) == [
+        ("aten::_logcumsumexp", "1", "falls_back.py:9"),
         ("aten::atan2.out", "3", "falls_back.py:8"),
-        ("aten::cumsum.out", "1", "falls_back.py:9"),
     ]
     t = lab.load_trace(tmp_path / "k.trace")
     assert t.ops == "kernels"
     ops = t.events[t.events["kind"] == "op"]
-    assert "composite" not in set(ops["kernel"])  # aten::atan2 and aten::cumsum are composites
+    assert "composite" not in set(ops["kernel"])  # aten::atan2 and aten::logcumsumexp are composites
     assert ops["name"].tolist().count("aten::atan2.out") == 3
     bad = openreg_lab("run", "--ops", "some", script, cwd=tmp_path)
     assert bad.returncode == 2 and "invalid choice: 'some'" in bad.stderr
@@ -117,7 +117,7 @@ def test_ctrl_c_gives_130_with_the_traceback_and_the_partial_trace(tmp_path):
         textwrap.dedent(
             """\
             import time, torch, openreg_lab
-            torch.ones(3, device="openreg").cumsum(0)
+            torch.ones(3, device="openreg").logcumsumexp(0)
             print("ready", flush=True)
             while True:
                 time.sleep(0.05)
@@ -148,7 +148,7 @@ def test_ctrl_c_gives_130_with_the_traceback_and_the_partial_trace(tmp_path):
     assert "KeyboardInterrupt" in err and 'File "slow.py", line 5, in <module>' in err
     assert "slow.py was interrupted (exit code 130)" in err
     fb = lab.load_trace(tmp_path / "int.trace").fallbacks()
-    assert fb["name"].tolist() == ["aten::cumsum.out"]
+    assert fb["name"].tolist() == ["aten::_logcumsumexp"]
 
 
 CUDA_SCRIPT = """\

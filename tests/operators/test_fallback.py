@@ -10,11 +10,11 @@ import openreg_lab
 
 
 def test_unregistered_op_runs_and_stays_on_device():
-    assert not torch._C._dispatch_has_kernel_for_dispatch_key("aten::cumsum", "PrivateUse1")
+    assert not torch._C._dispatch_has_kernel_for_dispatch_key("aten::_logcumsumexp", "PrivateUse1")
     x = torch.randn(10)
-    y = torch.cumsum(x.to("openreg"), 0)
+    y = torch.logcumsumexp(x.to("openreg"), 0)
     assert y.device == torch.device("openreg", 0)
-    assert torch.allclose(y.cpu(), torch.cumsum(x, 0))
+    assert torch.allclose(y.cpu(), torch.logcumsumexp(x, 0))
 
 
 def test_result_stays_on_the_inputs_device():
@@ -119,7 +119,7 @@ def _copies() -> int:
 def test_fallback_copies_each_input_once_and_each_output_once():
     x = torch.randn(1000, device="openreg")
     before = _copies()
-    torch.cumsum(x, 0)
+    torch.logcumsumexp(x, 0)
     assert _copies() - before == 2  # x to the host, the result back
 
 
@@ -134,20 +134,20 @@ def test_error_policy_moves_no_data():
     x = torch.randn(10, device="openreg")
     before = _copies()
     with openreg_lab.fallback_policy("error"), pytest.raises(NotImplementedError):
-        torch.cumsum(x, 0)
+        torch.logcumsumexp(x, 0)
     assert _copies() == before
 
 
 def test_warn_policy_warns_once_per_operator():
     x = torch.randn(5, device="openreg")
     with openreg_lab.fallback_policy("warn"):
-        with pytest.warns(UserWarning, match=r"aten::cumsum\.out has no openreg kernel") as rec:
-            torch.cumsum(x, 0)
-            torch.cumsum(x, 0)
-            torch.cumsum(x.clone(), 0)
-        assert len([w for w in rec if "cumsum" in str(w.message)]) == 1
-    with openreg_lab.fallback_policy("warn"), pytest.warns(UserWarning, match="cumsum"):
-        torch.cumsum(x, 0)  # a new "warn" period warns again
+        with pytest.warns(UserWarning, match=r"aten::_logcumsumexp has no openreg kernel") as rec:
+            torch.logcumsumexp(x, 0)
+            torch.logcumsumexp(x, 0)
+            torch.logcumsumexp(x.clone(), 0)
+        assert len([w for w in rec if "logcumsumexp" in str(w.message)]) == 1
+    with openreg_lab.fallback_policy("warn"), pytest.warns(UserWarning, match="logcumsumexp"):
+        torch.logcumsumexp(x, 0)  # a new "warn" period warns again
 
 
 def test_policy_from_environment():
@@ -156,8 +156,8 @@ def test_policy_from_environment():
     result = run_python(
         "import torch, openreg_lab\n"
         "print(openreg_lab.get_fallback_policy())\n"
-        "try:\n    torch.cumsum(torch.ones(3, device='openreg'), 0)\n"
-        "except NotImplementedError as e:\n    print('refused', 'aten::cumsum' in str(e))\n",
+        "try:\n    torch.logcumsumexp(torch.ones(3, device='openreg'), 0)\n"
+        "except NotImplementedError as e:\n    print('refused', 'aten::_logcumsumexp' in str(e))\n",
         OPENREG_FALLBACK="error",
     )
     assert result.returncode == 0, result.stderr
@@ -169,8 +169,8 @@ def test_policy_from_environment():
 def test_non_contiguous_inputs():
     x = torch.randn(6, 4)
     d = x.to("openreg")
-    torch.testing.assert_close(torch.cumsum(d.t(), 1).cpu(), torch.cumsum(x.t(), 1))
-    torch.testing.assert_close(torch.cumsum(d[::2, 1:], 0).cpu(), torch.cumsum(x[::2, 1:], 0))
+    torch.testing.assert_close(torch.logcumsumexp(d.t(), 1).cpu(), torch.logcumsumexp(x.t(), 1))
+    torch.testing.assert_close(torch.logcumsumexp(d[::2, 1:], 0).cpu(), torch.logcumsumexp(x[::2, 1:], 0))
 
 
 def test_scalar_arguments():

@@ -110,7 +110,7 @@ stop = threading.Event()
 def ops():
     x = torch.ones(64, device="openreg")
     while not stop.is_set():
-        (x + 1).cumsum(0)  # native ops and a fallback: buffer appends all the time
+        (x + 1).logcumsumexp(0)  # native ops and a fallback: buffer appends all the time
 worker = threading.Thread(target=ops)
 worker.start()
 ok = hung = 0

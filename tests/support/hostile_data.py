@@ -20,7 +20,7 @@ PAYLOAD = (
 
 @functools.cache
 def small_trace() -> openreg_lab.Trace:
-    """A small real trace: a mark, native ops, a CPU fallback (cumsum) with its copies, autocast
+    """A small real trace: a mark, native ops, a CPU fallback (logcumsumexp) with its copies, autocast
     casts, allocations, shapes and source lines."""
     torch.manual_seed(0)
     with openreg_lab.trace(record_shapes=True, stack=True) as t:
@@ -28,7 +28,7 @@ def small_trace() -> openreg_lab.Trace:
         x = torch.randn(8, 8, device="openreg")
         with torch.autocast("openreg", dtype=torch.bfloat16):
             y = x @ x
-        torch.cumsum(y.float(), 0).sum().item()
+        torch.logcumsumexp(y.float(), 0).sum().item()
     return t
 
 

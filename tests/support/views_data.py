@@ -13,7 +13,7 @@ from openreg_lab.examples.models import transformer_block
 
 def training_trace(steps: int = 2, autocast: bool = True, profile: str | None = None) -> openreg_lab.Trace:
     """``steps`` traced steps of the example transformer block with AdamW: autocast casts, copies, a
-    CPU fallback (cumsum), allocations on two threads (forward and autograd), and one mark a step."""
+    CPU fallback (logcumsumexp), allocations on two threads (forward and autograd), and one mark a step."""
     torch.manual_seed(0)
     model = transformer_block().openreg()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -25,7 +25,7 @@ def training_trace(steps: int = 2, autocast: bool = True, profile: str | None = 
                 out = model(tokens)
                 loss = out.float().logsumexp(-1).mean()
             loss.backward()
-            torch.cumsum(out.detach()[0, 0].float(), 0)
+            torch.logcumsumexp(out.detach()[0, 0].float(), 0)
             opt.step()
             opt.zero_grad()
     return t

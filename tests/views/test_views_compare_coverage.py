@@ -175,9 +175,9 @@ def test_dispatch_explorer_grid_path_toggles_and_callables():
     ex.inference.value = False
     assert len(ex.flow.data) == 1 and ex.flow.data[0].type == "sankey"
     x = torch.randn(5, device="openreg")
-    own = openreg_lab.views.DispatchExplorer(lambda: torch.cumsum(x, 0))
-    assert own.explanation.op == "aten::cumsum"
-    assert [c.ran for c in own.explanation.calls if c.op == "aten::cumsum.out"] == ["fallback"]
+    own = openreg_lab.views.DispatchExplorer(lambda: torch.logcumsumexp(x, 0))
+    assert own.explanation.op == "aten::logcumsumexp"
+    assert [c.ran for c in own.explanation.calls if c.op == "aten::_logcumsumexp"] == ["fallback"]
     mine = openreg_lab.views.DispatchExplorer("aten::mul.Tensor", x, x)
     assert mine.explanation.op == "aten::mul.Tensor" and mine.explanation.steps[-1].key == "PrivateUse1"
     with pytest.raises(ValueError, match="no operator named"):
