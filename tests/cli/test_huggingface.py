@@ -183,6 +183,10 @@ def test_the_trainer_trains_on_openreg_under_run_as_on_the_cpu(scripts: Path) ->
     assert float(ours[7]) == pytest.approx(float(cpu[7]), rel=1e-5, abs=1e-5)  # the trained weights
     ev = openreg_lab.load_trace(scripts / "t.trace").events
     assert (ev.kind == "step").sum() == 2  # the Trainer's two optimizer steps ran on openreg
+    # nothing fell back: the batches have no attention mask, and GPT-2's check for packed sequences
+    # (a cumsum) runs natively
+    assert (ev.kind == "fallback").sum() == 0, sorted(ev[ev.kind == "fallback"].name)
+    assert ((ev.kind == "op") & (ev.name == "aten::cumsum")).any()
 
 
 def test_the_trainer_under_from_cuda_trains_with_data_parallel_as_on_one_device(scripts: Path) -> None:

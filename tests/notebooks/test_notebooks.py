@@ -13,6 +13,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+import openreg_lab
 from tests.support.notebook_views import ALL_VIEW_CLASSES, NOTEBOOKS, VIEWS
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -134,6 +135,19 @@ def test_notebook_runs(executed: Executed):
 def test_notebook_exercise_check_waits_for_an_answer_then_accepts_the_solution(executed: Executed):
     assert executed.first_check.startswith("Your turn:"), executed.first_check
     assert executed.second_check.startswith("✓ Correct"), executed.second_check
+
+
+def test_the_example_fallback_is_a_kernel_a_profile_takes_away(executed: Executed):
+    """openreg has a cumsum kernel (issue 35): the tour and notebook 02 show a CPU fallback by taking
+    it away with a backend profile, as on a backend without it, not by leaving the op unimplemented."""
+    if executed.path.name not in ("01-tour.ipynb", "02-dispatch-keys.ipynb"):
+        pytest.skip("no example fallback of cumsum in this notebook")
+    assert {"aten::cumsum", "aten::cumsum.out"} <= set(openreg_lab.native_ops())
+    printed = "".join(_printed(c) for c in executed.nb.cells if c.cell_type == "code")
+    if executed.path.name == "01-tour.ipynb":
+        assert "aten::cumsum.out has no openreg kernel in the backend profile 'custom'" in printed
+    else:  # the exercise's answer, checked against coverage(profile=without_cumsum)
+        assert "'aten::cumsum.out': 'fallback'" in executed.second_check
 
 
 def test_make_lab_opens_jupyterlab_on_the_notebooks_after_the_set_up():

@@ -574,13 +574,20 @@ def test_a_hugging_face_training_step_has_no_fallback(name, fused):
 
 
 class _Tokens(torch.utils.data.Dataset):
-    """What a tokenizer gives a Trainer: ids, an attention mask (the last one padded), labels."""
+    """What a tokenizer gives a Trainer: ids, an attention mask (the last one padded), labels; or,
+    as a pretokenized dataset gives it, ids and labels alone (GPT-2 then looks for packed sequences
+    with cumsum)."""
+
+    def __init__(self, with_mask: bool = True) -> None:
+        self.with_mask = with_mask
 
     def __len__(self) -> int:
         return 8
 
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         ids = torch.randint(0, 64, (16,), generator=torch.Generator().manual_seed(i))
+        if not self.with_mask:
+            return {"input_ids": ids, "labels": ids}
         mask = torch.ones(16, dtype=torch.long)
         mask[12:] = int(i % 2 == 0)
         return {"input_ids": ids, "attention_mask": mask, "labels": ids}
@@ -597,14 +604,15 @@ def accelerate_on_openreg(monkeypatch: pytest.MonkeyPatch):
     state.AcceleratorState._reset_state(reset_partial_state=True)
 
 
-def test_a_trainer_step_with_default_arguments_has_no_fallback(accelerate_on_openreg, tmp_path):
+@pytest.mark.parametrize("with_mask", [True, False], ids=["attention-mask", "ids-only"])
+def test_a_trainer_step_with_default_arguments_has_no_fallback(accelerate_on_openreg, tmp_path, with_mask):
     from transformers import Trainer, TrainingArguments
 
     args = TrainingArguments(
         output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=4, report_to=[],
         save_strategy="no", disable_tqdm=True, logging_strategy="no",
     )  # fmt: skip
-    trainer = Trainer(model=_hf_model("gpt2"), args=args, train_dataset=_Tokens())
+    trainer = Trainer(model=_hf_model("gpt2"), args=args, train_dataset=_Tokens(with_mask))
     with openreg_lab.trace() as t:
         trainer.train()
     assert args.device.type == "openreg" and trainer.model.lm_head.weight.device.type == "openreg"
@@ -613,3 +621,4 @@ def test_a_trainer_step_with_default_arguments_has_no_fallback(accelerate_on_ope
     ran = set(t.events.query("kind == 'op'")["name"])
     # the Trainer's defaults: fused AdamW, clipping to 1.0, its loss check; the model's dropout
     assert {"aten::_fused_adamw_", "aten::_foreach_norm.Scalar", "aten::isnan"} | DROPOUT_OPS <= ran
+    assert with_mask or "aten::cumsum" in ran  # without a mask, GPT-2's packed-sequence check

@@ -1,5 +1,7 @@
 #include "aten/fallback/FallbackPolicy.h"
 
+#include "aten/fallback/Profile.h"
+
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -95,17 +97,20 @@ void check_fallback_allowed(const c10::OperatorName& op, const std::string& subj
   }
   const std::string name = c10::toString(op);
   const std::string& what = subject.empty() ? name : subject;
+  // Under a backend profile the kernel may be openreg's, switched off by the
+  // profile (Note [Profiles]): say where it is missing.
+  const std::optional<std::string> profile = profile_name();
+  const std::string where = profile.has_value() ? " in the backend profile '" + *profile + "'" : "";
   TORCH_CHECK_NOT_IMPLEMENTED(
-      policy != FallbackPolicy::Error, what,
-      " has no openreg kernel and the fallback policy is 'error', so it was "
-      "not run on the CPU. Allow it with openreg_lab.set_fallback_policy("
-      "'allow') or 'warn', inside `with openreg_lab.fallback_policy('allow'):`"
-      ", or with OPENREG_FALLBACK=allow.");
+      policy != FallbackPolicy::Error, what, " has no openreg kernel", where,
+      " and the fallback policy is 'error', so it was not run on the CPU. Allow it with "
+      "openreg_lab.set_fallback_policy('allow') or 'warn', inside `with "
+      "openreg_lab.fallback_policy('allow'):`, or with OPENREG_FALLBACK=allow.");
   std::lock_guard<std::mutex> lock(warned().mutex);
   if (warned().ops.insert(name).second) {
-    TORCH_WARN(what,
-               " has no openreg kernel: it ran on the CPU, copying its tensors to "
-               "the host and back (this warning is shown once per operator).");
+    TORCH_WARN(what, " has no openreg kernel", where,
+               ": it ran on the CPU, copying its tensors to the host and back (this warning is "
+               "shown once per operator).");
   }
 }
 
