@@ -21,6 +21,7 @@
 #include <ATen/ops/empty_strided_ops.h>
 #include <ATen/ops/gather_ops.h>
 #include <ATen/ops/index_ops.h>
+#include <c10/util/accumulate.h>
 
 #include <utility>
 #include <vector>
@@ -119,14 +120,21 @@ Tensor meta_result(const Tensor& host_self, const Indices& indices) {
   int64_t after = 0;
   int64_t indexed = 0;
   c10::IntArrayRef replacement;
-  for (const Tensor& index : list) {
-    if (!index.defined()) {
+  bool empty_dim_indexed = false;
+  for (size_t d = 0; d < list.size(); ++d) {
+    if (!list[d].defined()) {
       (indexed == 0 ? before : after) += 1;
     } else {
       ++indexed;
-      replacement = index.sizes();
+      replacement = list[d].sizes();
+      empty_dim_indexed |= src.size(static_cast<int64_t>(d)) == 0;
     }
   }
+  // No index is in bounds for a dimension of size 0: unless the indices are
+  // empty too, this is the CPU's IndexError (raised before its iterator would
+  // restride the empty dimension).
+  TORCH_CHECK_INDEX(!empty_dim_indexed || c10::multiply_integers(replacement) == 0,
+                    "index is out of bounds for dimension with size 0");
   c10::DimVector sizes(src.sizes());
   c10::DimVector strides(src.strides());
   sizes.erase(sizes.begin() + before, sizes.begin() + before + indexed);

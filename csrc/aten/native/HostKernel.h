@@ -8,12 +8,12 @@
 // memory in place: results are allocated on the device first, with the sizes,
 // strides and dtype the CPU gives them (ATen's dim checks raise ATen's errors),
 // and the CPU's out= kernel checks the arguments (with the CPU's messages) and
-// writes into their host views. An out=
-// argument of the wrong size is resized on the device first (with ATen's
-// deprecation warning), never through its host view, whose storage cannot
-// grow. The CPU calls are the backend's own (Note [The backend's own
-// dispatcher calls]): the trace records the openreg op as native, and its
-// cost as that op's time.
+// writes into their host views. An out= argument of the wrong size is resized
+// on the device, never through its host view, whose storage cannot grow; and,
+// as the CPU checks a call before it resizes (and warns), only once the CPU's
+// kernel has checked it and computed into a host temporary. The CPU calls are
+// the backend's own (Note [The backend's own dispatcher calls]): the trace
+// records the openreg op as native, and its cost as that op's time.
 
 #include "aten/HostView.h"
 #include "aten/native/Common.h"
@@ -72,10 +72,33 @@ struct HostKernel {
 
   static at::Tensor& out(const at::Tensor& self, Args... args, at::Tensor& out) {
     check_same_device(self, out);
-    resize_output(out, Result::shape(self, args...));
+    const auto shape = Result::shape(self, args...);
+    if (out.numel() != 0 && !out.sizes().equals(shape)) {
+      return into_resized(self, out, shape, args...);
+    }
+    resize_output(out, shape);
     at::Tensor host = host_view(out);
     trace::InternalScope internal;
     OutOp::call(host_view(self), args..., host);
+    return out;
+  }
+
+ private:
+  // An out= tensor that holds elements but has the wrong shape: the CPU
+  // checks the call before it resizes it (and warns), so the CPU's kernel
+  // runs first, into an empty host tensor of out's dtype that it sizes
+  // itself; only then is `out` resized on the device and the result copied.
+  static at::Tensor& into_resized(const at::Tensor& self, at::Tensor& out, c10::IntArrayRef shape,
+                                  Args... args) {
+    at::Tensor result = empty({0}, out.options().device(c10::kCPU));
+    {
+      trace::InternalScope internal;
+      OutOp::call(host_view(self), args..., result);
+    }
+    resize_output(out, shape);
+    at::Tensor host = host_view(out);
+    trace::InternalScope internal;
+    host.copy_(result);
     return out;
   }
 };

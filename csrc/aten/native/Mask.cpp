@@ -41,7 +41,12 @@ struct Reduced {
   static c10::DimVector shape(const at::Tensor& self, int64_t dim, bool keepdim) {
     return reduced_shape(self, at::IntArrayRef(dim), keepdim);
   }
+  // An empty list of dims reduces nothing (each element tested alone, as on
+  // the CPU), unlike sum's, which reduces everything; no list reduces all.
   static c10::DimVector shape(const at::Tensor& self, Dims dims, bool keepdim) {
+    if (dims.has_value() && dims->empty()) {
+      return c10::DimVector(self.sizes());
+    }
     return reduced_shape(self, dims, keepdim);
   }
   template <class... Args>
