@@ -108,7 +108,9 @@ void throw_invalid_device(const std::string& index) {
       c10::str("openreg error: invalid device ordinal (openreg device index ", index,
                " is out of range: valid indices are 0 to ", device_count() - 1, "; ",
                static_cast<int>(device_count()),
-               " devices, set OPENREG_DEVICE_COUNT before importing openreg_lab for more)"));
+               " devices, set OPENREG_DEVICE_COUNT before importing openreg_lab for more). The "
+               "device index is out of range: it must be in [0, ",
+               static_cast<int>(device_count()), "), but got ", index, "."));
 }
 
 c10::DeviceIndex resolve_device_index(c10::DeviceIndex index) {

@@ -26,7 +26,9 @@ void check_config();
 
 // Throws unless 0 <= index < count: a c10::AcceleratorError (a RuntimeError in
 // Python, torch.AcceleratorError) worded as CUDA's "invalid device ordinal",
-// naming the valid range and how to get more devices.
+// naming the valid range and how to get more devices, then as the reference
+// PrivateUse1 backend's (PyTorch's test OpenReg): "The device index is out of
+// range", with the range as [0, count).
 void check_device_index(c10::DeviceIndex index);
 
 // The error of check_device_index() for an index given as text (it may not fit

@@ -71,19 +71,30 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return device_count();
   }
 
-  // Every dtype an openreg tensor can hold and copy to and from the host: all
-  // but the ones the host's copy kernel has no case for (the sub-byte integers
-  // and the packed quantized types). tests/device/test_accelerator_corners.py copies
-  // each reported dtype both ways.
+  // The dtypes an openreg tensor can be created with, copied to and from the
+  // host, and computed with as on the CPU. The first ten compute in openreg's
+  // own kernels (arithmetic, reductions, ...); the others only through the
+  // CPU fallback (complex numbers, float8, the wide unsigned integers,
+  // quantized tensors). Left out: the bit containers (bits8, ...) and
+  // float4_e2m1fn_x2, which nothing computes with, not even on the CPU, and
+  // the sub-byte integers and packed quantized types, which cannot be copied.
+  // tests/device/test_accelerator_corners.py checks each dtype.
   c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
     resolve_device_index(d.index());
-    c10::DeviceCapability cap;  // every dtype
-    for (c10::ScalarTypeIndex unsupported :
-         {c10::kIndex_QUInt4x2, c10::kIndex_QUInt2x4, c10::kIndex_UInt1, c10::kIndex_UInt2,
-          c10::kIndex_UInt3, c10::kIndex_UInt4, c10::kIndex_UInt5, c10::kIndex_UInt6,
-          c10::kIndex_UInt7, c10::kIndex_Int1, c10::kIndex_Int2, c10::kIndex_Int3, c10::kIndex_Int4,
-          c10::kIndex_Int5, c10::kIndex_Int6, c10::kIndex_Int7}) {
-      cap.capability_data.capability_bits &= ~(uint64_t{1} << unsupported);
+    c10::DeviceCapability cap;
+    cap.capability_data.capability_bits = 0;
+    for (c10::ScalarTypeIndex supported :
+         {// native kernels
+          c10::kIndex_Float, c10::kIndex_Double, c10::kIndex_Half, c10::kIndex_BFloat16,
+          c10::kIndex_Bool, c10::kIndex_Byte, c10::kIndex_Char, c10::kIndex_Short, c10::kIndex_Int,
+          c10::kIndex_Long,
+          // through the CPU fallback
+          c10::kIndex_ComplexHalf, c10::kIndex_ComplexFloat, c10::kIndex_ComplexDouble,
+          c10::kIndex_Float8_e5m2, c10::kIndex_Float8_e4m3fn, c10::kIndex_Float8_e5m2fnuz,
+          c10::kIndex_Float8_e4m3fnuz, c10::kIndex_Float8_e8m0fnu, c10::kIndex_UInt16,
+          c10::kIndex_UInt32, c10::kIndex_UInt64, c10::kIndex_QInt8, c10::kIndex_QUInt8,
+          c10::kIndex_QInt32}) {
+      cap.capability_data.capability_bits |= uint64_t{1} << supported;
     }
     return cap;
   }

@@ -3,11 +3,13 @@
 Importing :mod:`openreg_lab` registers this module as ``torch.openreg``, the counterpart of
 ``torch.cuda`` (where openreg-lab is installed, ``import torch`` does it: torch's autoload,
 ``_openreg_lab_autoload.py``): devices, streams and events, memory statistics and limits, random
-seeds, the dtypes the device holds (:func:`get_device_capability`) and those autocast may use, and
-the devices' properties under CUDA's field names (:func:`get_device_properties`).
+seeds, the dtypes the device creates, copies and computes with (:func:`get_device_capability`)
+and those autocast may use, and the devices' properties under CUDA's field names
+(:func:`get_device_properties`).
 
 As on CUDA, a device index out of range raises ``torch.AcceleratorError`` (a RuntimeError,
-"openreg error: invalid device ordinal"), ``torch.Stream(device="openreg")`` and friends without an
+"openreg error: invalid device ordinal", then "The device index is out of range" as PyTorch's
+reference backend words it), ``torch.Stream(device="openreg")`` and friends without an
 index mean the current device, and the device initialises lazily: :func:`is_initialized` is False
 until its first use (Note [Lazy initialisation] in ``csrc/runtime/Device.h``).
 

@@ -128,11 +128,20 @@ def is_initialized() -> bool:
 def get_device_capability(device: DeviceLike = None) -> dict[str, Any]:
     """What ``device`` (default: the current one) supports, as ``torch.accelerator.get_device_capability``.
 
-    A dict whose ``"supported_dtypes"`` is the set of dtypes an openreg tensor can hold and copy
-    to and from the host: every dtype but the sub-byte integers (``torch.uint1`` to ``torch.int7``)
-    and the packed quantized ``torch.quint4x2`` / ``torch.quint2x4``. Unlike
-    ``torch.cuda.get_device_capability``, there is no ``(major, minor)`` compute capability: the
-    device is simulated.
+    A dict whose ``"supported_dtypes"`` is the set of dtypes an openreg tensor can be created
+    with, copied to and from the host, and computed with as on the CPU:
+
+    * computed by openreg's own kernels: ``float32``, ``float64``, ``float16``, ``bfloat16``,
+      ``bool``, ``uint8``, ``int8``, ``int16``, ``int32``, ``int64``;
+    * computed only through the CPU fallback, with its copies (casts excepted, which are copies):
+      ``complex32``/``64``/``128``, the five ``float8`` types, ``uint16``/``32``/``64``, ``qint8``,
+      ``quint8``, ``qint32``.
+
+    Left out: the bit containers (``bits8``, ``bits16``, ``bits1x8``, ...) and
+    ``float4_e2m1fn_x2``, which copy but which nothing computes with, not even the CPU; the sub-byte
+    integers (``uint1`` to ``int7``) and ``quint4x2`` / ``quint2x4``, which the host's copy kernel
+    cannot copy. Unlike ``torch.cuda.get_device_capability``, there is no ``(major, minor)``
+    compute capability: the device is simulated.
     """
     return dict(torch._C._accelerator_getDeviceCapability(device_index(device)))
 
