@@ -138,7 +138,7 @@ def test_notebook_exercise_check_waits_for_an_answer_then_accepts_the_solution(e
 
 
 def test_the_example_fallback_is_a_kernel_a_profile_takes_away(executed: Executed):
-    """openreg has a cumsum kernel (issue 35): the tour and notebook 02 show a CPU fallback by taking
+    """openreg has a cumsum kernel: the tour and notebook 02 show a CPU fallback by taking
     it away with a backend profile, as on a backend without it, not by leaving the op unimplemented."""
     if executed.path.name not in ("01-tour.ipynb", "02-dispatch-keys.ipynb"):
         pytest.skip("no example fallback of cumsum in this notebook")

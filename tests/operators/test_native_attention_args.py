@@ -1,4 +1,4 @@
-"""scaled_dot_product_attention's arguments are checked on openreg as on CPU (issue 35, point 7).
+"""scaled_dot_product_attention's arguments are checked on openreg as on CPU.
 
 Each row of the table runs one call on the CPU and on openreg: where the CPU raises, openreg raises
 the same exception type with a message that names the problem (the CPU's own first line, or for

@@ -1,8 +1,7 @@
 // Cumulative scans: cumsum and cumprod in their functional, in-place and out=
 // forms. Hugging Face models call cumsum every step (GPT-2 finds packed
 // sequences with it when a batch has no attention mask, and position ids are
-// an attention mask's cumsum); cumprod is the same kernel with another
-// operation.
+// an attention mask's cumsum); cumprod takes the same path.
 //
 // Each is the CPU's own kernel computing on host views of device memory (Note
 // [Host kernels on host views] in HostKernel.h). The result has the input's
