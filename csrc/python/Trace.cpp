@@ -222,6 +222,8 @@ void bind_trace(py::module_& m) {
       "_trace_mark", [](const py::str& name) { trace::record_mark(text_of(name)); },
       py::arg("name"));
   m.def("_trace_step", [](int64_t number) { trace::record_step(number); }, py::arg("number"));
+  // Note [Module spans]: called by recording/modules.py when a forward returns.
+  m.def("_trace_module", &trace::record_module, py::arg("name"), py::arg("start_ns"));
   // Note [Compiled code in the trace]: called by the code Inductor generates.
   m.def(
       "_trace_intern", [](const py::str& text) { return trace::intern(text_of(text)); },
@@ -259,7 +261,7 @@ void bind_trace(py::module_& m) {
         py::gil_scoped_release no_gil;
         const int64_t start = trace::now_ns();
         for (int64_t i = 0; i < n; ++i) {
-          trace::record_memory(trace::Kind::Alloc, 0, 64, i);
+          trace::record_memory(trace::Kind::Alloc, 0, 64, nullptr, i);
         }
         return trace::now_ns() - start;
       },

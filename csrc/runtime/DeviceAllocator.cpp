@@ -5,12 +5,15 @@
 #include "trace/Seam.h"  // Note [The lab's seam]
 
 #include <c10/util/Exception.h>
+#include <c10/util/StringUtil.h>
 
 #include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -146,6 +149,8 @@ void update(StatArray& stat, size_t amount, size_t block_size, bool increase) {
   }
 }
 
+std::atomic<OomObserver> g_oom_observer{nullptr};  // Note [Out of memory, observed]
+
 class Memory {
  public:
   Memory() {
@@ -168,10 +173,18 @@ class Memory {
   Block* allocate(c10::DeviceIndex device, size_t nbytes) {
     DeviceMemory& dev = at(device);
     const size_t size = round_size(nbytes);
-    std::lock_guard<std::mutex> lock(dev.mutex);
+    std::unique_lock<std::mutex> lock(dev.mutex);
     Block* block = take_cached(dev, size);
     if (block == nullptr) {
       block = reserve(dev, device, size, nbytes);
+    }
+    if (block == nullptr) {
+      std::string message = out_of_memory_message(dev, device, nbytes);
+      lock.unlock();  // the observer may look at the allocator (Note [Out of memory, observed])
+      if (OomObserver observer = g_oom_observer.load(std::memory_order_acquire)) {
+        message += observer(device, nbytes);
+      }
+      TORCH_CHECK_WITH(OutOfMemoryError, false, message);
     }
     block->requested = nbytes;
     dev.live.emplace(static_cast<const char*>(block->ptr), block);
@@ -180,7 +193,7 @@ class Memory {
     update(dev.stats.allocated_bytes, size, size, true);
     update(dev.stats.active_bytes, size, size, true);
     update(dev.stats.requested_bytes, nbytes, size, true);
-    trace::record_memory(trace::Kind::Alloc, device, static_cast<int64_t>(nbytes),
+    trace::record_memory(trace::Kind::Alloc, device, static_cast<int64_t>(nbytes), block->ptr,
                          allocated_bytes(dev));
     return block;
   }
@@ -195,10 +208,13 @@ class Memory {
     update(dev.stats.active_bytes, block->size, block->size, false);
     update(dev.stats.requested_bytes, block->requested, block->size, false);
     trace::record_memory(trace::Kind::Free, block->device, static_cast<int64_t>(block->requested),
-                         allocated_bytes(dev));
+                         block->ptr, allocated_bytes(dev));
     if (block->shared.fd >= 0) {
       // Never cached: a receiver may still map it (Note [Sharing device memory
       // across processes]). The host keeps the pages for as long as it does.
+      trace::record_memory(trace::Kind::Segment, block->device, static_cast<int64_t>(block->size),
+                           block->ptr, allocated_bytes(dev),
+                           /*taken=*/false);
       release_shared_segment(block->shared);
       std::free(block->retired);
       dev.stats.num_device_free += 1;
@@ -261,6 +277,22 @@ class Memory {
     }
   }
 
+  std::vector<DeviceAllocator::BlockInfo> blocks(c10::DeviceIndex device) {
+    DeviceMemory& dev = at(device);
+    std::lock_guard<std::mutex> lock(dev.mutex);
+    std::vector<DeviceAllocator::BlockInfo> out;
+    out.reserve(dev.live.size() + dev.cache.size());
+    for (const auto& [start, block] : dev.live) {
+      out.push_back({reinterpret_cast<uintptr_t>(start), block->size, block->requested, true});
+    }
+    for (const auto& [size, block] : dev.cache) {
+      out.push_back({reinterpret_cast<uintptr_t>(block->ptr), size, block->requested, false});
+    }
+    std::sort(out.begin(), out.end(),
+              [](const auto& a, const auto& b) { return a.address < b.address; });
+    return out;
+  }
+
   std::optional<c10::DeviceIndex> device_of(const void* ptr) {
     for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
       DeviceMemory& dev = devices_[d];
@@ -304,26 +336,38 @@ class Memory {
     }
     if (ptr == nullptr) {
       dev.stats.num_ooms += 1;
-      const size_t allocated = static_cast<size_t>(dev.stats.allocated_bytes[agg].current);
-      const std::string limit = dev.limit == 0 ? std::string("no limit (the host is out of memory)")
-                                               : "limit " + format_bytes(dev.limit);
-      TORCH_CHECK_WITH(OutOfMemoryError, false, "openreg:", static_cast<int>(device),
-                       " out of memory: tried to allocate ", format_bytes(requested), " (",
-                       requested, " bytes); ", format_bytes(allocated),
-                       " is allocated by tensors and ", format_bytes(reserved()),
-                       " reserved in total, ", limit,
-                       ". Free some tensors, or raise the limit with "
-                       "torch.openreg.set_memory_limit(nbytes_or_None, device=",
-                       static_cast<int>(device), ") or OPENREG_MEMORY_LIMIT.");
+      trace::record_memory(trace::Kind::Oom, device, static_cast<int64_t>(requested), nullptr,
+                           allocated_bytes(dev));
+      return nullptr;
     }
     dev.stats.num_device_alloc += 1;
     update(dev.stats.segment, 1, size, true);
     update(dev.stats.reserved_bytes, size, size, true);
+    trace::record_memory(trace::Kind::Segment, device, static_cast<int64_t>(size), ptr,
+                         allocated_bytes(dev));
     return new Block{ptr, size, requested, device};
+  }
+
+  // The OutOfMemoryError's message for a request of `requested` bytes.
+  std::string out_of_memory_message(DeviceMemory& dev, c10::DeviceIndex device, size_t requested) {
+    const auto agg = static_cast<size_t>(StatType::AGGREGATE);
+    const size_t allocated = static_cast<size_t>(dev.stats.allocated_bytes[agg].current);
+    const size_t reserved = static_cast<size_t>(dev.stats.reserved_bytes[agg].current);
+    const std::string limit = dev.limit == 0 ? std::string("no limit (the host is out of memory)")
+                                             : "limit " + format_bytes(dev.limit);
+    return c10::str("openreg:", static_cast<int>(device), " out of memory: tried to allocate ",
+                    format_bytes(requested), " (", requested, " bytes); ", format_bytes(allocated),
+                    " is allocated by tensors and ", format_bytes(reserved), " reserved in total, ",
+                    limit,
+                    ". Free some tensors, or raise the limit with "
+                    "torch.openreg.set_memory_limit(nbytes_or_None, device=",
+                    static_cast<int>(device), ") or OPENREG_MEMORY_LIMIT.");
   }
 
   void release_cache(DeviceMemory& dev) {
     for (auto& [size, block] : dev.cache) {
+      trace::record_memory(trace::Kind::Segment, block->device, static_cast<int64_t>(size),
+                           block->ptr, allocated_bytes(dev), /*taken=*/false);
       return_to_host(block->ptr, size);
       dev.stats.num_device_free += 1;
       update(dev.stats.segment, 1, size, false);
@@ -469,6 +513,14 @@ std::optional<size_t> DeviceAllocator::limit(c10::DeviceIndex device) {
     return std::nullopt;
   }
   return dev.limit;
+}
+
+std::vector<DeviceAllocator::BlockInfo> DeviceAllocator::blocks(c10::DeviceIndex device) {
+  return memory().blocks(device);
+}
+
+void set_oom_observer(OomObserver observer) {
+  g_oom_observer.store(observer, std::memory_order_release);
 }
 
 std::optional<c10::DeviceIndex> DeviceAllocator::device_of(const void* ptr) {

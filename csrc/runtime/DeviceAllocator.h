@@ -19,7 +19,10 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Storage.h>
 
+#include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace openreg {
 
@@ -65,7 +68,28 @@ class DeviceAllocator final : public c10::DeviceAllocator {
   // ownership of `fd`). Not resizable; not counted in this process's
   // statistics (the sender counts it, as CUDA's IPC does).
   c10::Storage import_shared(int fd, size_t nbytes, c10::DeviceIndex device);
+
+  // The blocks `device` holds now, in use or cached, by address: what a
+  // memory snapshot lists as segments (each segment is one block here).
+  struct BlockInfo {
+    uintptr_t address;
+    size_t size;       // the block's (the request rounded up to kRoundBytes)
+    size_t requested;  // the last request it served
+    bool allocated;    // false: cached, free for the next request of its size
+  };
+  std::vector<BlockInfo> blocks(c10::DeviceIndex device);
 };
+
+// Note [Out of memory, observed]
+// Before it raises torch.OutOfMemoryError, the allocator calls the observer,
+// if one is set, with the device and the request, and appends what it returns
+// to the error's message (CUDA's allocator has the same kind of hook,
+// torch._C._cuda_attach_out_of_memory_observer). openreg-lab sets one that
+// writes a memory snapshot of that moment and names it. The allocator's lock
+// is not held, so the observer may read the allocator (blocks(), statistics)
+// and allocate; it runs on the thread whose allocation failed.
+using OomObserver = std::string (*)(c10::DeviceIndex device, size_t requested);
+void set_oom_observer(OomObserver observer);
 
 DeviceAllocator& device_allocator();
 

@@ -22,6 +22,11 @@ enum class Kind : int8_t {
   Compile = 9,      // torch.compile: compiling one graph, a graph break or a recompile
   Collective = 10,  // a c10d collective, issue to completion (Collective.h)
   Step = 11,        // an instant: a training step ended; seq: the step's number
+  Module = 12,      // an nn.Module's forward, recorded when it returns (its path
+                    // as name); a span, never the parent of what ran inside
+  Segment = 13,     // the allocator took a segment from the host, or gave one
+                    // back (name "segment_alloc" / "segment_free")
+  Oom = 14,         // an allocation that failed: out of memory
 };
 
 enum class Kernel : int8_t {
@@ -44,15 +49,18 @@ enum Flags : uint8_t {
 struct Event {
   int64_t start_ns;   // steady clock (Clock.h)
   int64_t dur_ns;     // 0 for instants and events still open at export
-  int64_t bytes;      // Copy/Cast/Alloc/Free: bytes; otherwise 0
+  int64_t bytes;      // Copy/Cast: bytes; memory events (Note [Memory events]):
+                      // the request, or the segment's size
   int64_t seq;        // Op/Backward: autograd sequence number (-1: none);
-                      // Alloc/Free: bytes allocated on the device afterwards
+                      // memory events: bytes allocated on the device afterwards
   int32_t parent;     // index of the enclosing event in the same buffer, -1
   uint32_t name;      // interned (Intern.h): "aten::add.Tensor", "H2D", ...
-  uint32_t dispatch;  // interned dispatch path of an Op; Cast: the argument
+  uint32_t dispatch;  // interned dispatch path of an Op; Cast: the argument;
+                      // memory events: the block's address, low 32 bits
   uint32_t source;    // interned "file:line" of the user's call (stack=True)
   uint32_t shapes;    // 1 + offset of the Op's shapes in the pool, 0: none
-  uint32_t reserved;  // Collective: the group's size; else 0 (keeps 64 bytes)
+  uint32_t reserved;  // Collective: the group's size; memory events: the
+                      // block's address, high 32 bits; else 0
   int8_t kind;
   int8_t kernel;
   int8_t device;
@@ -62,6 +70,23 @@ struct Event {
   int8_t to_dtype;
   uint8_t flags;
 };
+
+// Note [Memory events]
+// What the allocator did, one event each: Alloc and Free (a block handed to a
+// tensor and back: bytes is what was asked, the block is that rounded up to
+// kRoundBytes), Segment (a block taken from the host, "segment_alloc", or
+// returned to it, "segment_free": bytes is its size; openreg's allocator
+// never splits a segment, so a segment holds one block) and Oom (an
+// allocation that failed; address 0). Each names the device and the block's
+// address (dispatch | reserved << 32), and seq is the bytes allocated on the
+// device afterwards, so the allocated line reads off any of them. These are
+// the actions of PyTorch's memory snapshots (torch.cuda.memory._snapshot's
+// device_traces): openreg_lab/recording turns them into one.
+inline void set_address(Event& e, const void* ptr) {
+  const auto a = reinterpret_cast<uintptr_t>(ptr);
+  e.dispatch = static_cast<uint32_t>(a & 0xffffffffu);
+  e.reserved = static_cast<uint32_t>(static_cast<uint64_t>(a) >> 32);
+}
 
 static_assert(sizeof(Event) == 64,
               "Event must stay 64 bytes (see openreg_lab/recording/events.py)");

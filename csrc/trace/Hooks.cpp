@@ -2,6 +2,8 @@
 
 #include "trace/OpNames.h"
 
+#include <algorithm>
+
 namespace openreg::trace {
 
 namespace {
@@ -102,21 +104,36 @@ void record_cast(int64_t start_ns, const c10::FunctionSchema& op, size_t arg_ind
   w.append(e);
 }
 
-void record_memory(Kind kind, c10::DeviceIndex device, int64_t bytes, int64_t total) {
+void record_memory(Kind kind, c10::DeviceIndex device, int64_t bytes, const void* address,
+                   int64_t total, bool taken) {
   if (!enabled()) {
     return;
   }
-  static const uint32_t alloc = intern("alloc");
-  static const uint32_t free = intern("free");
+  static const uint32_t names[] = {intern("alloc"), intern("free"), intern("segment_alloc"),
+                                   intern("segment_free"), intern("oom")};
   Writer w;
   if (!w) {
     return;
   }
   Event e = blank_event(kind, now_ns());
-  e.name = kind == Kind::Alloc ? alloc : free;
+  switch (kind) {
+    case Kind::Alloc:
+      e.name = names[0];
+      break;
+    case Kind::Free:
+      e.name = names[1];
+      break;
+    case Kind::Segment:
+      e.name = taken ? names[2] : names[3];
+      break;
+    default:
+      e.name = names[4];
+      break;
+  }
   e.bytes = bytes;
   e.seq = total;
   e.device = static_cast<int8_t>(device);
+  set_address(e, address);
   w.append(e);
 }
 
@@ -156,6 +173,21 @@ void record_step(int64_t number) {
   Event e = blank_event(Kind::Step, now_ns());
   e.name = id;
   e.seq = number;
+  w.append(e);
+}
+
+void record_module(uint32_t name, int64_t start_ns) {
+  if (!enabled()) {
+    return;
+  }
+  Writer w;
+  if (!w) {
+    return;
+  }
+  const int64_t end = now_ns();
+  Event e = blank_event(Kind::Module, std::min(start_ns, end));
+  e.dur_ns = end - e.start_ns;
+  e.name = name;
   w.append(e);
 }
 

@@ -85,9 +85,12 @@ void record_cast(int64_t start_ns, const c10::FunctionSchema& op, size_t arg_ind
                  c10::Device device, at::ScalarType from, at::ScalarType to, int64_t bytes,
                  bool cache_hit);
 
-// A device allocation (or free) of `bytes`; `total` = bytes allocated on the
-// device afterwards.
-void record_memory(Kind kind, c10::DeviceIndex device, int64_t bytes, int64_t total);
+// What the allocator did (Note [Memory events] in Event.h): `kind` is Alloc,
+// Free, Segment (`taken`: from the host, else given back) or Oom; `bytes` the
+// request or the segment's size, `address` the block's, `total` the bytes
+// allocated on the device afterwards.
+void record_memory(Kind kind, c10::DeviceIndex device, int64_t bytes, const void* address,
+                   int64_t total, bool taken = true);
 
 // Says which kernel the innermost open op really ran, where its dispatch table
 // cannot tell (e.g. a profile's composite redirect registered as a kernel).
@@ -98,5 +101,15 @@ void record_mark(std::string_view name);
 
 // The end of training step `number` (openreg_lab.step(), an optimizer step).
 void record_step(int64_t number);
+
+// Note [Module spans]
+// An nn.Module's forward from `start_ns` to now, named `name` (an interned
+// path such as "GPT2LMHeadModel.transformer.h.3.attn"), recorded when the
+// forward returns (openreg_lab/recording/modules.py's global hooks). It is
+// not the parent of the ops and allocations that ran inside it: those keep
+// their op parents, and the module of an event is the innermost span around
+// it on its thread (recording/memory.py reads it that way), so the op tree and
+// every table built on it look as they do without modules.
+void record_module(uint32_t name, int64_t start_ns);
 
 }  // namespace openreg::trace

@@ -51,8 +51,12 @@ def write(
                  "args": {"allocated bytes": int(row.total)}}
             )  # fmt: skip
             continue
-        if row.kind in ("mark", "step"):
-            name = f"end of step {row.seq}" if row.kind == "step" else row.name
+        if row.kind == "segment":  # the allocator's reserve (Note [Memory events]): the counter is enough
+            continue
+        if row.kind in ("mark", "step", "oom"):
+            name = {"step": f"end of step {row.seq}", "oom": f"out of memory: {row.bytes} bytes asked"}.get(
+                row.kind, row.name
+            )
             out.append({"name": name, "ph": "i", "s": "g", "ts": ts, "pid": pid, "tid": row.thread})
             continue
         tid = {"copy": _COPY_TRACK, "cast": _CAST_TRACK}.get(row.kind, int(row.thread))

@@ -40,9 +40,11 @@ assert EVENT_DTYPE.itemsize == 64
 # The index is the code of csrc/trace/Event.h's Kind.
 KINDS = (
     "op", "backward", "fallback", "copy", "cast", "alloc", "free", "mark",
-    "compiled", "compile", "collective", "step",
+    "compiled", "compile", "collective", "step", "module", "segment", "oom",
 )  # fmt: skip
 STEP = KINDS.index("step")
+#: The allocator's events (Note [Memory events] in csrc/trace/Event.h): each names a block's address.
+MEMORY_KINDS = (KINDS.index("alloc"), KINDS.index("free"), KINDS.index("segment"), KINDS.index("oom"))
 KERNELS = ("", "native", "fallback", "composite", "generic")
 CPU, NO_DEVICE = -1, -2
 MAX_DEVICES = 16  # openreg devices are 0..15 (OPENREG_DEVICE_COUNT, csrc/runtime/Device)
@@ -179,3 +181,11 @@ def compiled_codes(f: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     graph[is_kernel & ~inner] = 0
     is_compile = (kind == KINDS.index("compile")) & (text > 0)
     return {"fused": np.where(is_kernel, text, 0), "graph": graph, "reason": np.where(is_compile, text, 0)}
+
+
+def addresses(f: dict[str, np.ndarray]) -> np.ndarray:
+    """Per event, the block address a memory event names (``dispatch | reserved << 32``), -1 for
+    other events (Note [Memory events] in ``csrc/trace/Event.h``)."""
+    is_mem = np.isin(f["kind"], MEMORY_KINDS)
+    address = f["dispatch"].astype(np.int64) | (f["reserved"].astype(np.int64) << 32)
+    return np.where(is_mem, address, -1)

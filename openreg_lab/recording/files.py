@@ -23,6 +23,7 @@ from openreg_lab.recording.events import (
     KINDS,
     MAX_DEVICES,
     MAX_DTYPE,
+    MEMORY_KINDS,
     NO_DEVICE,
     Columns,
 )
@@ -30,7 +31,8 @@ from openreg_lab.recording.host import Samples
 
 MAGIC = "openreg-lab trace"
 OPS = ("all", "kernels")  # trace(ops=...): where the op events came from
-VERSION = 1
+VERSION = 2  # 2: memory events name their block (Note [Memory events]); module, segment, oom kinds
+READS = (1, 2)  # the versions load_trace reads (1: before those, every other field the same)
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,7 @@ def read(path: str | os.PathLike[str]) -> Saved:
     except _Version as v:
         raise ValueError(
             f"{os.fspath(path)!r} is an openreg-lab trace of format version {v.version}; this "
-            f"openreg-lab reads version {VERSION}: upgrade openreg-lab to read it"
+            f"openreg-lab reads versions {' and '.join(map(str, READS))}: upgrade openreg-lab to read it"
         ) from None
     except _archive.NotATrace as e:
         raise ValueError(
@@ -170,7 +172,7 @@ def _header(data: _archive.Archive) -> dict[str, Any]:
         raise _archive.NotATrace(f"its header has no {MAGIC!r} magic")
     if not _is_int(header.get("version")) or header["version"] < 1:
         raise _Damaged(f"its header's version is {_short(header.get('version'))}, not a positive integer")
-    if header["version"] != VERSION:
+    if header["version"] not in READS:
         raise _Version(header["version"])
     return header
 
@@ -339,8 +341,12 @@ def _damage(header: dict[str, Any], fields: dict[str, np.ndarray], pool: np.ndar
     if n == 0:
         return None
     strings = header["strings"]
+    texts = ~np.isin(fields["kind"], MEMORY_KINDS)  # a memory event's dispatch is an address
     for col in ("name", "dispatch", "source"):
-        lo, hi = int(fields[col].min()), int(fields[col].max())
+        values = fields[col] if col != "dispatch" else fields[col][texts]
+        if not len(values):
+            continue
+        lo, hi = int(values.min()), int(values.max())
         if lo < 0 or hi >= len(strings):
             bad = lo if lo < 0 else hi
             return f"its {col} column points past its string table ({len(strings)} strings): {bad}"

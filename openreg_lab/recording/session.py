@@ -37,6 +37,7 @@ from openreg_lab.recording import analysis, chrome, distributed, files, perfetto
 from openreg_lab.recording import compile_events as _compile_events
 from openreg_lab.recording import events as _events
 from openreg_lab.recording import host as _host
+from openreg_lab.recording import modules as _modules
 from openreg_lab.recording import verdict as _verdict
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ DEFAULT_CAPACITY = 1_000_000
 EVENT_COLUMNS = [
     "id", "parent", "kind", "name", "kernel", "dispatch", "device", "thread", "start_ns", "dur_ns",
     "bytes", "src", "dst", "from_dtype", "to_dtype", "shapes", "dtypes", "source",
-    "seq", "forward", "argument", "cache_hit", "total", "fused", "graph", "reason",
+    "seq", "forward", "argument", "cache_hit", "total", "address", "fused", "graph", "reason",
 ]  # fmt: skip
 
 
@@ -321,6 +322,7 @@ class Trace:
         self._session = _C._trace_open(
             self.capacity, self.record_shapes, self.stack, _skip_prefixes(), self.ops == "kernels"
         )
+        _modules.attach()  # Note [Module spans]
         steps.watch(self._step_sources)
         if self._schedule:
             self._schedule["opened_ns"] = self._t0
@@ -355,6 +357,7 @@ class Trace:
         raw = _C._trace_close(self._session)
         closed = time.monotonic_ns()
         self._session = None
+        _modules.detach()
         self.job = distributed.current_job()
         steps.unwatch(self._step_sources)
         self._step_sources[:] = steps.sources(self._step_sources)
@@ -434,6 +437,7 @@ class Trace:
         if session is not None:
             self._session = None
             _C._trace_close(session)
+            _modules.detach()
             sampler = getattr(self, "_sampler", None)
             if sampler is not None:
                 self._sampler = None
@@ -674,7 +678,7 @@ def _to_frame(c: Columns, t0: int) -> pd.DataFrame:
         return dtype_names[codes.astype(np.int64) + 1]
 
     is_cast = f["kind"] == 4
-    is_mem = (f["kind"] == 5) | (f["kind"] == 6)
+    is_mem = np.isin(f["kind"], _events.MEMORY_KINDS)
     is_collective = f["kind"] == _events.KINDS.index("collective")  # src/dst hold ranks
     shapes = np.full(n, None, dtype=object)
     arg_dtypes = np.full(n, None, dtype=object)
@@ -688,7 +692,7 @@ def _to_frame(c: Columns, t0: int) -> pd.DataFrame:
             "kind": kind,
             "name": strings[f["name"]],
             "kernel": kernels[f["kernel"]],
-            "dispatch": np.where(is_op, strings[f["dispatch"]], None),
+            "dispatch": np.where(is_op, strings[np.where(is_op, f["dispatch"], 0)], None),
             "device": dev(f["device"]) if n else [],
             "thread": f["thread"],
             "start_ns": f["start_ns"] - t0,
@@ -703,9 +707,10 @@ def _to_frame(c: Columns, t0: int) -> pd.DataFrame:
             "source": np.where(source > 0, strings[source], None),
             "seq": np.where(((f["kind"] <= 1) | (f["kind"] == _events.STEP)) & (f["seq"] >= 0), f["seq"], -1),
             "forward": _forward_links(f),
-            "argument": np.where(is_cast, strings[f["dispatch"]], None),
+            "argument": np.where(is_cast, strings[np.where(is_cast, f["dispatch"], 0)], None),
             "cache_hit": np.where(is_cast, (f["flags"] & _events.CACHE_HIT) != 0, False),
             "total": np.where(is_mem, f["seq"], -1),
+            "address": _events.addresses(f),
             **_compiled_columns(f, strings),
         },
         columns=EVENT_COLUMNS,
