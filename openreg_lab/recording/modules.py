@@ -1,6 +1,8 @@
 """Module spans: which ``nn.Module`` was running, for every event of a trace (Note [Module spans]).
 
-While a trace is open, two global module hooks (``torch.nn.modules.module``'s
+While a trace with ``stack=True`` is open (where in the user's code: lines and modules; 6% on the
+small-op MLP training step and 3% on the transformer block's, over a trace without them, so not
+in the default trace), two global module hooks (``torch.nn.modules.module``'s
 ``register_module_forward_pre_hook`` and ``register_module_forward_hook``, the registration points
 torch offers for this) time each module's forward and record it, when it returns, as one ``module``
 event named by the module's path: its class and the attribute names that lead to it from the

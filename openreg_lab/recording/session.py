@@ -158,7 +158,8 @@ def trace(
 
     Args:
         record_shapes: also record the shapes and dtypes of each op's tensor arguments.
-        stack: give each top-level op the ``file:line`` of the user code that called it.
+        stack: give each top-level op the ``file:line`` of the user code that called it, and record
+            which ``nn.Module`` ran each event (``module`` spans: Note [Module spans]).
         capacity: the most events to keep, from 1 to 2**63 - 1 (``TypeError`` for a non-integer,
             ``ValueError`` out of range); the rest are counted in ``Trace.dropped`` and a
             ``TraceDroppedEventsWarning`` says so when the block ends.
@@ -322,7 +323,8 @@ class Trace:
         self._session = _C._trace_open(
             self.capacity, self.record_shapes, self.stack, _skip_prefixes(), self.ops == "kernels"
         )
-        _modules.attach()  # Note [Module spans]
+        if self.stack:  # where in the user's code: lines and modules (Note [Module spans])
+            _modules.attach()
         steps.watch(self._step_sources)
         if self._schedule:
             self._schedule["opened_ns"] = self._t0
@@ -357,7 +359,8 @@ class Trace:
         raw = _C._trace_close(self._session)
         closed = time.monotonic_ns()
         self._session = None
-        _modules.detach()
+        if self.stack:
+            _modules.detach()
         self.job = distributed.current_job()
         steps.unwatch(self._step_sources)
         self._step_sources[:] = steps.sources(self._step_sources)
@@ -437,7 +440,8 @@ class Trace:
         if session is not None:
             self._session = None
             _C._trace_close(session)
-            _modules.detach()
+            if self.stack:
+                _modules.detach()
             sampler = getattr(self, "_sampler", None)
             if sampler is not None:
                 self._sampler = None

@@ -115,7 +115,10 @@ class _Block(nn.Module):
 def test_module_spans_name_each_forward_by_its_path_and_own_the_events_inside():
     model = nn.Sequential(_Block(), nn.Linear(4, 2)).to("openreg")
     x = torch.randn(3, 4, device="openreg")
-    with openreg_lab.trace() as t:
+    with openreg_lab.trace() as plain:
+        model(x)
+    assert not (plain.events["kind"] == "module").any()  # modules come with stack=True
+    with openreg_lab.trace(stack=True) as t:
         model(x)
     spans = t.events[t.events["kind"] == "module"]
     assert spans["name"].tolist() == [  # in the order they began
@@ -139,7 +142,7 @@ def test_no_module_span_is_recorded_outside_a_trace_or_inside_compiled_code():
     model(x)  # no trace: the hooks are not installed
     assert modules._users == 0 and not modules._handles
     compiled = torch.compile(model, backend="eager", fullgraph=True)  # a graph break would raise
-    with openreg_lab.trace() as t:
+    with openreg_lab.trace(stack=True) as t:
         compiled(x)
     # One span for the call of torch.compile's wrapper, named after the model; none inside.
     assert t.events.loc[t.events["kind"] == "module", "name"].tolist() == ["Sequential"]
