@@ -7,7 +7,7 @@ import atexit
 import torch
 
 from openreg_lab import _C, device
-from openreg_lab.device import _comm, _compile, _distributed, _sharing
+from openreg_lab.device import _comm, _compile, _distributed, _lightning, _sharing
 
 BACKEND = "openreg"
 
@@ -15,7 +15,8 @@ BACKEND = "openreg"
 def register() -> None:
     """Rename PrivateUse1 to ``openreg``, install ``torch.openreg`` and generate the tensor methods.
 
-    Also registers openreg's ``torch.distributed`` backend (``_distributed``), shares openreg
+    Also registers openreg's ``torch.distributed`` backend (``_distributed``), adapts PyTorch
+    Lightning to openreg when it is imported (``_lightning``: Note [Lightning on openreg]), shares openreg
     tensors and storages sent to another process (``_sharing``), gives ``torch.nn.parallel`` the
     copies ``nn.DataParallel`` needs (``_comm``: Note [DataParallel's primitives]), and
     registers the exit handler of Note [Autograd workers at exit] (``csrc/python/AutogradExit.cpp``).
@@ -42,3 +43,4 @@ def register() -> None:
         )
     _compile.register_if_dynamo_loaded()
     _distributed.register()
+    _lightning.install()

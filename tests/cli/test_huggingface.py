@@ -9,7 +9,6 @@ subprocess, as a user would start it, compared with the same script on the CPU.
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import pytest
 import openreg_lab
 from tests.support.cli_helpers import env
 from tests.support.distributed_pool import free_port
+from tests.support.processes import running_in
 
 # Found, not imported: the scripts import them in their own processes.
 pytestmark = pytest.mark.skipif(
@@ -222,16 +222,4 @@ def test_the_trainer_under_torchrun_from_cuda_trains_with_ddp_over_ogloo(scripts
     for rank in (0, 1):
         collectives = openreg_lab.load_trace(scripts / f"ddp.rank{rank}.trace").collectives()
         assert (collectives["name"] == "allreduce").sum() >= 2  # recorded by openreg's backend, ogloo
-    assert _running_in(scripts) == [], "rank processes outlived torchrun"
-
-
-def _running_in(directory: Path) -> list[int]:
-    """The processes whose working directory is ``directory``."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and os.readlink(proc / "cwd") == str(directory):
-                found.append(int(proc.name))
-        except OSError:
-            continue
-    return found
+    assert running_in(scripts) == [], "rank processes outlived torchrun"

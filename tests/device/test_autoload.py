@@ -6,8 +6,10 @@ The entry points are installed for the children from this tree by ``scripts/dev_
 
 from __future__ import annotations
 
+import concurrent.futures
 import configparser
 import importlib.machinery
+import importlib.util
 import json
 import os
 import shutil
@@ -288,3 +290,29 @@ def test_dynamo_lists_the_openreg_backend_through_its_entry_point(site):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "openreg_backend"]
+
+
+LIGHTNING = """
+import sys, torch
+print("pytorch_lightning" in sys.modules, "lightning_fabric" in sys.modules)  # not imported for us
+import pytorch_lightning as pl
+from lightning_fabric.accelerators import ACCELERATOR_REGISTRY
+from pytorch_lightning.accelerators import AcceleratorRegistry
+%s
+trainer = pl.Trainer(accelerator="openreg", logger=False, enable_checkpointing=False)
+print("openreg" in AcceleratorRegistry, "openreg" in ACCELERATOR_REGISTRY, trainer.strategy.root_device)
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pytorch_lightning") is None, reason="no pytorch-lightning")
+def test_lightning_finds_openreg_whichever_is_imported_first_and_is_not_imported_for_it(site):
+    # Autoload on: openreg-lab loads inside `import torch`, Lightning later, and openreg is adapted as
+    # Lightning's connector is imported. Autoload off: Lightning first, then openreg_lab adapts it at once.
+    # Two fresh interpreters that import Lightning (seconds each): run side by side.
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        later = pool.submit(_run, site, LIGHTNING % "")
+        first = pool.submit(_run, site, LIGHTNING % "import openreg_lab", TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    for result in (later.result(), first.result()):
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split() == ["False", "False", "True", "True", "openreg:0"]
+        assert "openreg-lab could not" not in result.stderr
