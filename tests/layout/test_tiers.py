@@ -4,6 +4,7 @@ package imported one way (Note [One way to import the tests' helpers] in tests/s
 from __future__ import annotations
 
 import ast
+import json
 import pickle
 import re
 from pathlib import Path
@@ -125,3 +126,49 @@ def test_every_test_path_the_project_names_exists():
     assert missing == [], "paths of test files that do not exist (moved? see tests/README.md):\n" + "\n".join(
         sorted(set(missing))
     )
+
+
+VISION = ("torchvision", "timm")  # no CPU build of torchvision beside torch on PyPI (README)
+
+
+def _vision_imports(code: str) -> list[str]:
+    """The modules of :data:`VISION` that ``code`` imports (``import``, ``from ... import``, or a
+    name given to ``importlib.import_module`` / ``find_spec`` / ``importorskip``)."""
+    found = []
+    for node in ast.walk(ast.parse(code)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module]
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if callee in ("import_module", "find_spec", "importorskip", "__import__"):
+                names = [str(node.args[0].value)]
+        found += [n for n in names if n.split(".")[0] in VISION]
+    return found
+
+
+def test_nothing_needs_torchvision():
+    sources = {
+        p: p.read_text()
+        for p in _python_files(ROOT / "openreg_lab", TESTS, ROOT / "benchmarks", ROOT / "scripts")
+    }
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(notebook.read_text())["cells"]
+        code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+        sources[notebook] = "\n".join(
+            line for cell in code for line in cell.splitlines() if not line.startswith(("%", "!"))
+        )
+    assert len(sources) > 100 and any(p.suffix == ".ipynb" for p in sources)
+    candidates = {p: text for p, text in sources.items() if any(name in text for name in VISION)}
+    offenders = {
+        str(p.relative_to(ROOT)): found for p, text in candidates.items() if (found := _vision_imports(text))
+    }
+    assert offenders == {}, "openreg-lab and its tests run without torchvision (README)"
+
+
+def test_the_torchvision_check_sees_an_import():
+    code = "import torchvision.models\nfrom timm import create_model\nfind_spec('timm')\nimport torch"
+    assert _vision_imports(code) == ["torchvision.models", "timm", "timm"]
+    assert _vision_imports("from .torchvision import x\nimport torchvisionary") == []
