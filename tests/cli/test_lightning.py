@@ -70,6 +70,17 @@ def test_bf16_mixed_autocasts_on_openreg_as_on_the_cpu():
     assert tiny.weight_sum(model) == pytest.approx(tiny.weight_sum(cpu), rel=1e-6)
 
 
+def test_16_mixed_autocasts_on_openreg_with_its_grad_scaler(on_cpu):
+    with openreg_lab.trace() as t:
+        trainer, model = tiny.fit(accelerator="openreg", precision="16-mixed")
+    plugin = trainer.precision_plugin
+    assert (plugin.device, plugin.scaler._device, plugin.scaler.is_enabled()) == ("openreg", "openreg", True)
+    casts = t.casts()
+    assert len(casts) == 6 * tiny.STEPS and set(casts.device) == {"openreg:0"}
+    assert (casts.to_dtype == "float16").sum() == 5 * tiny.STEPS  # as bfloat16 above
+    assert model.losses[0] == pytest.approx(on_cpu[0][0], rel=1e-3)  # float16 against float32, before a step
+
+
 def test_auto_stays_on_the_cpu_and_says_once_how_to_ask_for_openreg(monkeypatch):
     monkeypatch.setattr(_lightning, "_said_auto", type(_lightning._said_auto)())  # not said yet
     with pytest.warns(UserWarning, match="chose the CPU") as said:
