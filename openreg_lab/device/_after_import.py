@@ -17,6 +17,12 @@ watching costs nothing else. It is given the module. An exception in it never fa
 import: it becomes one RuntimeWarning naming the module, the action and the cause. A module already
 imported when it is watched is acted on at once; one whose code is running (imported further up the
 stack: its import cannot be wrapped any more) is said in such a warning, never silently missed.
+
+An action's own module may be the one importing the watched module: Lightning imported by the
+import of ``_lightning_pytorch.py``, whose classes derive from Lightning's, before any other import
+of Lightning (``pickle`` finding that module's class first, a test importing every module). The
+action then finds its module half-made, its function not yet defined, so it waits: an action module
+that imports what it watches ends with ``done(__name__)``, which runs the actions waiting for it.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ _lock = threading.Lock()
 #: module name -> the actions still to run when it is imported, as ``"package.module:function"``
 _watched: dict[str, list[str]] = {}
 _searching = threading.local()  # names this thread is looking up through the other finders
+#: action module -> (the watched module, the action) waiting for the action module's ``done()``
+_waiting: dict[str, list[tuple[ModuleType, str]]] = {}
 
 
 def when_imported(module: str, action: str) -> None:
@@ -55,13 +63,36 @@ def when_imported(module: str, action: str) -> None:
     _act(loaded, [action])
 
 
+def done(name: str) -> None:
+    """Run the actions waiting for their module ``name``, which calls this at its end (the Note)."""
+    with _lock:
+        waiting = _waiting.pop(name, [])
+    for module, action in waiting:
+        _call(sys.modules[name], module, action)
+
+
 def _act(module: ModuleType, actions: list[str]) -> None:
     for action in actions:
+        target = action.partition(":")[0]
+        half_made = sys.modules.get(target)
+        if half_made is not None and getattr(half_made.__spec__, "_initializing", False):
+            with _lock:
+                _waiting.setdefault(target, []).append((module, action))
+            continue
         try:
-            target, _, function = action.partition(":")
-            getattr(importlib.import_module(target), function)(module)
+            owner = importlib.import_module(target)
         except Exception as e:
             _warn(module.__name__, action, f"{type(e).__name__}: {e}")
+            continue
+        _call(owner, module, action)
+
+
+def _call(owner: ModuleType, module: ModuleType, action: str) -> None:
+    """Call ``action``'s function, found in its module ``owner``, with the watched ``module``."""
+    try:
+        getattr(owner, action.partition(":")[2])(module)
+    except Exception as e:
+        _warn(module.__name__, action, f"{type(e).__name__}: {e}")
 
 
 def _warn(module: str, action: str, cause: str) -> None:

@@ -18,6 +18,7 @@ from lightning_fabric.accelerators.accelerator import Accelerator
 from lightning_fabric.accelerators.registry import _AcceleratorRegistry
 from lightning_fabric.utilities.exceptions import MisconfigurationException
 
+from openreg_lab.device import _after_import
 from openreg_lab.device._lightning import DEVICE, say_auto_is_cpu
 
 MIXED = ("16-mixed", "bf16-mixed")
@@ -200,3 +201,7 @@ def adapt_connector(
     wrap(cls, "_choose_auto_accelerator", auto, static=True)
     wrap(cls, "_choose_strategy", strategy)
     wrap(cls, "_check_and_init_precision", mixed)
+
+
+# Imported before Lightning, this module adapts it now (Note [Acting on a module when it is imported]).
+_after_import.done(__name__)

@@ -15,6 +15,7 @@ from typing import Any
 from pytorch_lightning.accelerators import AcceleratorRegistry
 from pytorch_lightning.accelerators.accelerator import Accelerator
 
+from openreg_lab.device import _after_import
 from openreg_lab.device import _lightning_fabric as fabric
 from openreg_lab.device._lightning import check_one_device
 
@@ -65,3 +66,7 @@ def _checked_before(original: Callable[[Any], None]) -> Callable[[Any], None]:
         original(self)
 
     return on_train_start
+
+
+# Imported before Lightning, this module adapts it now (Note [Acting on a module when it is imported]).
+_after_import.done(__name__)

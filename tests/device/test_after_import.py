@@ -24,8 +24,8 @@ def boom(module):
 
 @pytest.fixture
 def modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest):
-    """A fresh package ``pkg_<test>`` with a module ``mod`` (VALUE = 1), an actions module, and a
-    fresh watch table; everything imported is forgotten after the test."""
+    """A fresh package ``pkg_<test>`` with a module ``mod`` (VALUE = 1), an actions module, and
+    fresh watch and waiting tables; everything imported is forgotten after the test."""
     name = f"pkg_{request.node.name.split('[')[0][5:]}"
     (tmp_path / name).mkdir()
     (tmp_path / name / "__init__.py").write_text("")
@@ -33,6 +33,7 @@ def modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.Fix
     (tmp_path / f"{name}_actions.py").write_text(ACTIONS)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(_after_import, "_watched", {})
+    monkeypatch.setattr(_after_import, "_waiting", {})
     before = set(sys.modules)
     yield name
     for module in set(sys.modules) - before:
@@ -92,3 +93,19 @@ def test_a_watched_module_that_is_missing_or_fails_is_acted_on_when_it_imports(m
     importlib.invalidate_caches()
     importlib.import_module(f"{modules}.absent")
     assert sys.modules[f"{modules}_actions"].CALLS == [(f"{modules}.absent", 2, "SourceFileLoader")]
+
+
+def test_an_action_module_that_imports_what_it_watches_acts_at_its_end(modules, tmp_path):
+    # As _lightning_pytorch.py imported before Lightning: its own import of the watched module runs
+    # the watch while it is half-made, so the action waits for its done(__name__).
+    (tmp_path / f"{modules}_self.py").write_text(
+        f"import {modules}.mod\n"
+        "from openreg_lab.device import _after_import\n"
+        "CALLS = []\n\n"
+        "def record(module):\n    CALLS.append((module.__name__, len(CALLS)))\n\n"
+        "_after_import.done(__name__)\n"
+    )
+    _after_import.when_imported(f"{modules}.mod", f"{modules}_self:record")
+    actions = importlib.import_module(f"{modules}_self")
+    assert actions.CALLS == [(f"{modules}.mod", 0)]
+    assert _after_import._waiting == {}
