@@ -131,7 +131,7 @@ def test_fake_strides_are_the_real_kernels_for_every_native_op(op, layout):
         samples = list(itertools.islice(op.sample_inputs("openreg", torch.float32, requires_grad=False), 8))
     compared = 0
     for sample in samples:
-        if compared == 4:
+        if compared == 2:
             break
         args = (sample.input, *sample.args)
         kwargs = dict(sample.kwargs)
