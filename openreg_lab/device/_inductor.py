@@ -34,7 +34,7 @@ from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPython
 from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
 from torch._inductor.virtualized import V
 
-from openreg_lab.device import _devices, _memory, _seam, _streams
+from openreg_lab.device import _devices, _layouts, _memory, _seam, _streams
 from openreg_lab.device._compile_options import InductorUnsupportedError, check_options
 
 DEVICE = "openreg"
@@ -175,6 +175,14 @@ class OpenRegWrapperCodegen(PythonWrapperCodegen):
             return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
         return cls()  # the class registered with Inductor (Note [The lab's seam in Python])
 
+    def write_header(self) -> None:
+        super().write_header()
+        self.header.writeline("from openreg_lab.device._layouts import check as openreg_layout")
+
+    def _codegen_assert_size_stride(self, code: Any, name: str, size: str, stride: str, op_name: str) -> None:
+        # Note [A layout compilation did not predict]
+        code.writeline(f"openreg_layout({name}, {size}, {stride}, {op_name!r})")
+
     def make_allocation(
         self,
         name: str,
@@ -254,8 +262,9 @@ def _set_process_default(name: str, value: object) -> None:
 # (its uuid). Nothing else of a backend's is in the key: after a change to openreg's Scheduling or
 # wrapper, a process loaded the code the old version wrote (once a module the old code imported
 # had moved, every cached graph failed with ModuleNotFoundError). openreg registers a custom pass
-# that changes nothing and whose uuid hashes the files of its code generators: this module and the
-# lab's subclasses of its classes (Note [The lab's seam in Python]); any change to them is a new key.
+# that changes nothing and whose uuid hashes the files of its code generators: this module, the
+# layouts its fake kernels predict (``_layouts.py``: the generated code asserts them) and the lab's
+# subclasses of its classes (Note [The lab's seam in Python]); any change to them is a new key.
 
 
 class CodegenVersion(CustomGraphModulePass):
@@ -266,13 +275,14 @@ class CodegenVersion(CustomGraphModulePass):
         return None
 
     def uuid(self) -> bytes:
-        return get_hash_for_files((__file__, *_seam.code_files()))
+        return get_hash_for_files((__file__, _layouts.__file__, *_seam.code_files()))
 
 
 def register() -> None:
     """Register openreg with Dynamo and Inductor (idempotent)."""
     from torch._dynamo.device_interface import register_interface_for_device
 
+    _layouts.register()  # Note [Fake convolution on openreg]
     register_interface_for_device(DEVICE, OpenRegInterface)
     for i in range(_devices.device_count()):
         register_interface_for_device(f"{DEVICE}:{i}", OpenRegInterface)
