@@ -168,7 +168,7 @@ namespace {
 using at::Tensor;
 
 // The sizes of one call, with 3-D inputs read as a batch of one.
-struct Shape {
+struct SdpaShape {
   int64_t batch;
   int64_t q_heads;
   int64_t kv_heads;
@@ -183,16 +183,16 @@ struct Shape {
   }
 };
 
-Shape shape_of(const Tensor& q, const Tensor& k, const Tensor& v) {
+SdpaShape shape_of(const Tensor& q, const Tensor& k, const Tensor& v) {
   const bool three_d = q.dim() == 3;
-  return Shape{three_d ? 1 : q.size(0),
-               q.size(-3),
-               k.size(-3),
-               q.size(-2),
-               k.size(-2),
-               q.size(-1),
-               v.size(-1),
-               three_d};
+  return SdpaShape{three_d ? 1 : q.size(0),
+                   q.size(-3),
+                   k.size(-3),
+                   q.size(-2),
+                   k.size(-2),
+                   q.size(-1),
+                   v.size(-1),
+                   three_d};
 }
 
 // A host view of `t` as 4-D (B, H, rows, cols): a leading 1 added to 3-D ones,
@@ -368,7 +368,7 @@ Tensor in_opmath(const Tensor& t) {
 
 MathPath math_path(const Tensor& q, const Tensor& k, const Tensor& v,
                    const std::optional<Tensor>& mask, bool is_causal, std::optional<double> scale,
-                   const Shape& s) {
+                   const SdpaShape& s) {
   MathPath m;
   m.negative = scale.has_value() && *scale < 0.0;
   m.factor = std::sqrt(m.negative ? -*scale : scale_of(scale, s.E));
@@ -398,7 +398,7 @@ MathPath math_path(const Tensor& q, const Tensor& k, const Tensor& v,
 // Scaled scores q k^T * scale with the causal or given mask applied, in the
 // opmath dtype: (B, Hq, L, S). k is already repeated to the query's heads.
 Tensor scores(const Tensor& q, const Tensor& k, const std::optional<Tensor>& mask, bool is_causal,
-              double scale, const Shape& s, c10::ScalarType opmath) {
+              double scale, const SdpaShape& s, c10::ScalarType opmath) {
   Tensor out = at::matmul(q.to(opmath), k.to(opmath).transpose(-2, -1)).mul_(scale);
   const double neg_inf = -std::numeric_limits<double>::infinity();
   if (is_causal) {
@@ -438,7 +438,7 @@ Tensor reduce_to(const Tensor& grad, c10::IntArrayRef mask_sizes) {
 
 // Whether CPU's flash kernel runs this call: it has no dropout, needs equal
 // head dimensions, and returns no mask gradient.
-bool flash_runs(const Shape& s, double dropout_p, bool mask_grad) {
+bool flash_runs(const SdpaShape& s, double dropout_p, bool mask_grad) {
   return dropout_p == 0.0 && s.E == s.Ev && !mask_grad;
 }
 
@@ -456,7 +456,7 @@ ForwardResult fused_attention(const Tensor& query, const Tensor& key, const Tens
               "_scaled_dot_product_fused_attention_overrideable on openreg: ", reason,
               "; call torch.nn.functional.scaled_dot_product_attention, which takes the math "
               "path for such arguments");
-  const Shape s = shape_of(query, key, value);
+  const SdpaShape s = shape_of(query, key, value);
   const double sc = scale_of(scale, s.E);
   const auto opmath = at::toOpMathType(query.scalar_type());
 
@@ -530,7 +530,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> fused_attention_backward(
                                               /*enable_gqa=*/true);
   TORCH_CHECK(reason == nullptr,
               "_scaled_dot_product_fused_attention_overrideable_backward on openreg: ", reason);
-  const Shape s = shape_of(query, key, value);
+  const SdpaShape s = shape_of(query, key, value);
   const double sc = scale_of(scale, s.E);
   const auto opmath = at::toOpMathType(query.scalar_type());
   const bool mask_grad = grad_input_mask[3] && bias.has_value() && bias->is_floating_point();
