@@ -1,5 +1,5 @@
-"""The training cases the benchmarks share: the example MLP and transformer block with their data, and
-a small ResNet-style CNN (bench_compile.py)."""
+"""The training cases the benchmarks share: the example MLP and transformer block with their data, a
+small ResNet-style CNN (bench_compile.py), and the example vision and diffusion models (bench_vision.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from openreg_lab.examples.models import mlp, transformer_block
+from openreg_lab.examples.models import VISION_MODELS, TrainingCase, mlp, transformer_block, vision_case
 
 
 def _lm_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -61,3 +61,14 @@ def cnn_case() -> tuple[str, nn.Module, torch.Tensor, torch.Tensor, Any]:
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(8, 3, 32, 32, generator=g), torch.randint(0, 10, (8,), generator=g)
     return "cnn", model, x, y, nn.functional.cross_entropy
+
+
+def vision_cases() -> Iterator[TrainingCase]:
+    """The example ResNet, ConvNeXt, ViT and diffusers UNet (openreg_lab.examples.models), each with its
+    seeded batch: ``case.loss(case.model(*case.inputs), case.target)`` is one step's loss. The UNet is
+    left out, with a note, when diffusers is not installed."""
+    for name in VISION_MODELS:
+        try:
+            yield vision_case(name)
+        except ImportError as e:
+            print(f"{name}: skipped ({e})")

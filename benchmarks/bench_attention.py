@@ -27,7 +27,7 @@ from _timing import compare, fmt_time, print_table
 import openreg_lab  # noqa: F401
 
 # (batch, heads, sequence length, head dim, causal, dropout): GPT-2 small's heads at two lengths,
-# a longer sequence, and a training-style call with dropout (the fused kernel's explicit path).
+# a longer sequence, and a training-style call with dropout (the fused kernel's math-path replica).
 SHAPES = [
     (2, 12, 128, 64, True, 0.0),
     (1, 12, 512, 64, True, 0.0),

@@ -38,17 +38,19 @@
 #include "aten/Registration.h"
 #include "aten/fallback/FallbackPolicy.h"
 #include "aten/fallback/Profile.h"
+#include "aten/native/HostKernel.h"
 #include "trace/Seam.h"  // Note [The lab's seam]
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
-#include <ATen/ops/empty_strided_ops.h>
 #include <c10/core/DeviceGuard.h>
 
 namespace openreg {
 namespace {
+
+using native::to_device_memory;
 
 void check_same_device(const at::Tensor& input, const at::Tensor& other, const char* what) {
   TORCH_CHECK(input.device() == other.device(),
@@ -109,22 +111,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_via_cpu(
       padding, dilation, transposed, output_padding, groups, output_mask);
   auto back = [&](const at::Tensor& t) { return t.defined() ? t.to(input.device()) : t; };
   return {back(gi), back(gw), back(gb)};
-}
-
-// A host result of the device DNN library moved into device memory of the
-// same sizes and strides (Note [openreg's device DNN library]).
-at::Tensor to_device_memory(const at::Tensor& host, c10::Device device) {
-  if (!host.defined()) {
-    return host;
-  }
-  at::Tensor out = at::_ops::empty_strided::call(
-      c10::fromIntArrayRefSlow(host.sizes()), c10::fromIntArrayRefSlow(host.strides()),
-      host.scalar_type(), std::nullopt, device, std::nullopt);
-  if (out.numel() > 0) {
-    trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
-    host_view(out).copy_(host);
-  }
-  return out;
 }
 
 // Note [openreg's device DNN library]

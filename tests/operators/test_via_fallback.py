@@ -71,7 +71,6 @@ def test_losses_warn_as_cpu_does(loss, reduction):
                 x, 0, out=(torch.empty_like(x), torch.empty(0, dtype=torch.long, device=x.device))
             ),
         ),
-        ("mse_loss", lambda x: F.mse_loss(x, x)),
         ("smooth_l1_loss", lambda x: F.smooth_l1_loss(x, x)),
     ],
 )
@@ -85,10 +84,7 @@ def test_ops_routed_to_the_fallback_obey_its_policy(name, fn):
 
 # --- the operators routed to the fallback, under profiles --------------------------------------------
 
-ROUTED = {
-    "aten::mse_loss": lambda a, b, i: F.mse_loss(a, b),
-    "aten::smooth_l1_loss": lambda a, b, i: F.smooth_l1_loss(a, b),
-}
+ROUTED = {"aten::smooth_l1_loss": lambda a, b, i: F.smooth_l1_loss(a, b)}
 
 
 def _counts(fn):

@@ -65,20 +65,6 @@ DTYPE_TOLERANCE = {
 UNINITIALIZED = {"empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided"}
 
 
-def _own_random_stream(case: Case, sample: Any) -> bool:
-    """Whether a sample's values come from a random stream openreg does not share with CPU.
-
-    Attention with dropout: openreg's fused kernel draws its dropout mask from a seed taken from
-    openreg's generator (Note [Fused attention on openreg] in csrc/aten/native/Attention.cpp), as
-    CUDA's flash kernel uses its own Philox stream, while CPU's math path draws from CPU's
-    generator. Only metadata is comparable; tests/operators/test_native_attention.py checks that dropout
-    against the math formula with the kernel's own mask.
-    """
-    return (
-        case.op.name == "nn.functional.scaled_dot_product_attention" and sample.kwargs.get("dropout_p", 0) > 0
-    )
-
-
 class Mismatch(AssertionError):
     """An OpInfo sample whose openreg result differs from CPU's. ``cause`` names the kind."""
 
@@ -210,7 +196,9 @@ def _check(case: Case, max_samples: int, dtype: torch.dtype, noncontiguous: bool
         torch.manual_seed(0)
         actual = op(sample.input, *sample.args, **sample.kwargs)
         tol = TOLERANCE.get(case.id) if dtype == DTYPE else DTYPE_TOLERANCE.get((case.id, dtype))
-        values = op.name not in UNINITIALIZED and not _own_random_stream(case, sample)
+        # Random ops draw alike: openreg's generator is seeded with the CPU's and draws as it does,
+        # attention's dropout included (Note [Attention dropout as the CPU draws it]).
+        values = op.name not in UNINITIALIZED
         _compare("forward", actual, expected, values=values, tol=tol)
         compared += 1
         if not grad:

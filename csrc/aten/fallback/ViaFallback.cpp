@@ -8,12 +8,13 @@
 // kernel) instead of through:
 //   - aten::mode.values: mode_out refuses every device but CPU, CUDA and XPU
 //     ("mode only supports CPU, CUDA and XPU device type, got: openreg");
-//   - aten::mse_loss, aten::smooth_l1_loss: the structured functional wrapper
-//     allocates the reduced (0-dim) result and calls the .out kernel, whose
-//     meta function first sizes the output like the broadcast inputs: a
-//     one-element out= resized, and a deprecation warning CPU never emits.
-// native_group_norm and index.Tensor have the same problem but get native
-// kernels (native/GroupNorm.cpp, native/AdvancedIndexing.cpp).
+//   - aten::smooth_l1_loss: the structured functional wrapper allocates the
+//     reduced (0-dim) result and calls the .out kernel, whose meta function
+//     first sizes the output like the broadcast inputs: a one-element out=
+//     resized, and a deprecation warning CPU never emits.
+// mse_loss, native_group_norm and index.Tensor have the same problem but get
+// native kernels (native/MseLoss.cpp, native/GroupNorm.cpp,
+// native/AdvancedIndexing.cpp).
 
 #include "aten/fallback/Fallback.h"
 
@@ -22,7 +23,7 @@
 namespace openreg {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* name : {"mode.values", "mse_loss", "smooth_l1_loss"}) {
+  for (const char* name : {"mode.values", "smooth_l1_loss"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
   }
 }

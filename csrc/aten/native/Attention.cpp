@@ -34,23 +34,20 @@
 //    dimensions they call CPU's flash-attention kernel
 //    (at::_scaled_dot_product_flash_attention_for_cpu and its backward), which
 //    never builds the L x S attention matrix; grouped heads are repeated for
-//    it and their gradients summed back. Dropout, a value head dimension
-//    unlike the query's, and a gradient for a floating mask (which CPU's
-//    kernel does not compute) take the explicit path: scores, a log-sum-exp
-//    per row, probabilities, dropout and products in the opmath dtype. The
-//    forward returns what PyTorch's meta function for the op describes: the
-//    output in the query's memory layout, the float log-sum-exp (B, H, L), the
-//    sequence lengths, the dropout seed and offset, and, when asked for and
-//    with dropout, the kept positions as a boolean mask.
-//  - The random numbers. Dropout draws one 64-bit seed from openreg's
-//    generator of the query's device (runtime/Generator: torch.manual_seed
-//    and torch.openreg.manual_seed set it) and returns it as philox_seed, a
-//    CPU int64 scalar as CUDA's kernels return theirs (philox_offset is 0).
-//    The mask is drawn from a CPU generator seeded with it, so the backward,
-//    which receives the seed, draws the same mask again instead of keeping an
-//    L x S tensor alive. The same seed therefore gives the same output and
-//    gradients; the stream is the kernel's own (as CUDA's flash attention's is
-//    its own), not the one the math path's dropout draws from.
+//    it and their gradients summed back. Dropout takes CPU's math path (the
+//    next point). A value head dimension unlike the query's and a gradient for
+//    a floating mask (which CPU's kernel does not compute) take the explicit
+//    path: scores, a log-sum-exp per row, probabilities and products in the
+//    opmath dtype. The forward returns what PyTorch's meta function for the op
+//    describes: the output in the query's memory layout, the float
+//    log-sum-exp (B, H, L), the sequence lengths, the philox seed and offset
+//    (CPU int64 scalars, as CUDA's kernels return theirs; with dropout the
+//    seed's storage also holds the generator state the backward needs), and,
+//    when asked for and with dropout, the kept positions as a boolean mask.
+//  - The random numbers. With dropout the kernel computes what CPU's math path
+//    computes, in the same ATen operations and order, and draws the mask as
+//    the CPU's dropout draws it, from openreg's generator: Note [Attention
+//    dropout as the CPU draws it] below.
 // Results are written into device tensors allocated here; CPU's kernel
 // allocates its outputs on the host, so they are copied once into device
 // memory by a host memcpy (no device copy, nothing recorded as one).
@@ -64,8 +61,10 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/OpMathType.h>
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/_safe_softmax.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
+#include <ATen/ops/_softmax_backward_data.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
@@ -74,6 +73,8 @@
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/TensorImpl.h>
 
 #include <array>
 #include <cmath>
@@ -167,7 +168,7 @@ namespace {
 using at::Tensor;
 
 // The sizes of one call, with 3-D inputs read as a batch of one.
-struct Shape {
+struct SdpaShape {
   int64_t batch;
   int64_t q_heads;
   int64_t kv_heads;
@@ -182,16 +183,16 @@ struct Shape {
   }
 };
 
-Shape shape_of(const Tensor& q, const Tensor& k, const Tensor& v) {
+SdpaShape shape_of(const Tensor& q, const Tensor& k, const Tensor& v) {
   const bool three_d = q.dim() == 3;
-  return Shape{three_d ? 1 : q.size(0),
-               q.size(-3),
-               k.size(-3),
-               q.size(-2),
-               k.size(-2),
-               q.size(-1),
-               v.size(-1),
-               three_d};
+  return SdpaShape{three_d ? 1 : q.size(0),
+                   q.size(-3),
+                   k.size(-3),
+                   q.size(-2),
+                   k.size(-2),
+                   q.size(-1),
+                   v.size(-1),
+                   three_d};
 }
 
 // A host view of `t` as 4-D (B, H, rows, cols): a leading 1 added to 3-D ones,
@@ -263,35 +264,133 @@ double scale_of(std::optional<double> scale, int64_t head_dim) {
 }
 
 // --- dropout ---------------------------------------------------------------------
+// Note [Attention dropout as the CPU draws it]
+// CPU's scaled_dot_product_attention with dropout takes its math path: the
+// query times sqrt(scale) (16-bit inputs in float), times the key transposed
+// times sqrt(scale) (heads repeated for grouped queries), plus the additive
+// mask (a boolean or causal one as 0 and -inf), _safe_softmax over the keys,
+// then at::dropout, which on the CPU draws a float tensor shaped like the
+// probabilities with bernoulli_(1 - p) from the CPU's default generator,
+// divides it by 1 - p and multiplies the probabilities by it, and last the
+// product with the value. openreg's kernel runs exactly these ATen operations
+// in this order on host views (math_path below), so every rounding is the
+// CPU's, and draws the noise with the CPU engine of openreg's generator (Note
+// [Dropout with openreg's generator] in Dropout.cpp), which torch.manual_seed
+// seeds as it seeds the CPU's: after the same seed, outputs and gradients
+// equal the CPU's bit for bit. The backward applies the math path's
+// derivatives (those autograd applies on the CPU) and needs the same noise
+// again: the forward keeps the engine's state from before its draw (a copy of
+// the generator) in the storage of the philox_seed tensor it returns, whose
+// value is the generator's seed; autograd keeps that tensor for the backward,
+// which draws the noise again from another copy of the state. The live
+// generator is locked across the draw, so no other draw interleaves.
 
-// One seed drawn from openreg's generator of `device`: the whole randomness of
-// one forward's dropout.
-uint64_t draw_seed(c10::DeviceIndex device) {
+// The scalar philox_seed tensor and the generator state it carries.
+struct DropoutStart {
+  int64_t seed;
+  at::Generator engine;
+};
+
+void free_dropout_start(void* start) {
+  delete static_cast<DropoutStart*>(start);
+}
+
+Tensor philox_seed_holding(at::Generator start) {
+  int64_t seed = 0;
+  const uint64_t current = start.current_seed();
+  static_assert(sizeof(seed) == sizeof(current));
+  std::memcpy(&seed, &current, sizeof(seed));
+  auto* holder = new DropoutStart{seed, std::move(start)};
+  c10::DataPtr data(&holder->seed, holder, &free_dropout_start, c10::Device(c10::kCPU));
+  c10::Storage storage(c10::Storage::use_byte_size_t(), sizeof(int64_t), std::move(data),
+                       /*allocator=*/nullptr, /*resizable=*/false);
+  Tensor out = at::detail::make_tensor<c10::TensorImpl>(std::move(storage),
+                                                        c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                                        caffe2::TypeMeta::Make<int64_t>());
+  out.unsafeGetTensorImpl()->set_sizes_contiguous({});
+  return out;
+}
+
+// A scalar philox_seed or philox_offset that carries no generator state.
+Tensor plain_seed(int64_t value) {
+  return at::scalar_tensor(value, at::TensorOptions().dtype(at::kLong));
+}
+
+// The generator state a forward kept in `philox_seed`.
+const at::Generator& dropout_start(const Tensor& philox_seed) {
+  const bool ours = philox_seed.defined() && philox_seed.has_storage() &&
+                    philox_seed.storage().data_ptr().get_deleter() == &free_dropout_start;
+  TORCH_CHECK(ours,
+              "_scaled_dot_product_fused_attention_overrideable_backward on openreg with dropout "
+              "needs the philox_seed tensor its forward returned: it holds the state of openreg's "
+              "generator the dropout mask was drawn from (Note [Attention dropout as the CPU "
+              "draws it])");
+  return static_cast<DropoutStart*>(philox_seed.storage().data_ptr().get_context())->engine;
+}
+
+// The CPU's dropout noise for probabilities `probs`: bernoulli(1 - p) divided
+// by 1 - p, drawn with `engine` (which it advances).
+Tensor noise_from(const Tensor& probs, double p, const at::Generator& engine) {
+  Tensor noise = at::empty_like(probs).bernoulli_(1.0 - p, engine);
+  return noise.div_(1.0 - p);
+}
+
+// The forward's noise, drawn from openreg's generator of `device`, and the
+// generator's state before the draw.
+std::pair<Tensor, at::Generator> draw_noise(const Tensor& probs, double p,
+                                            c10::DeviceIndex device) {
   at::Generator engine = engine_for(std::nullopt, device);
   std::lock_guard<std::mutex> lock(engine.mutex());
-  return engine.get<at::CPUGeneratorImpl>()->random64();
+  at::Generator start = engine.clone();
+  at::Generator work = start.clone();
+  Tensor noise = noise_from(probs, p, work);
+  engine.set_state(work.get_state());
+  return {std::move(noise), std::move(start)};
 }
 
-// The kept positions (1) of dropout with probability p, as float, drawn from
-// `seed` alone: the forward and the backward draw the same.
-Tensor keep_mask(uint64_t seed, const Shape& s, double p, c10::ScalarType opmath) {
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return at::empty({s.batch, s.q_heads, s.L, s.S}, at::TensorOptions().dtype(opmath))
-      .bernoulli_(1.0 - p, gen);
+// The intermediates of CPU's math path (Note [Attention dropout as the CPU
+// draws it]), on host tensors: 16-bit inputs computed in float, key and value
+// heads repeated for grouped queries.
+struct MathPath {
+  double factor = 1.0;  // sqrt(|scale|); the query's is negated for a negative scale
+  bool negative = false;
+  Tensor query;  // query * (+-factor)
+  Tensor key_t;  // key^T * factor
+  Tensor value;
+  Tensor scores;  // query @ key_t + mask
+  Tensor probs;   // _safe_softmax(scores)
+};
+
+Tensor in_opmath(const Tensor& t) {
+  const auto dtype = t.scalar_type();
+  return dtype == at::kHalf || dtype == at::kBFloat16 ? t.to(at::kFloat) : t;
 }
 
-Tensor seed_tensor(uint64_t seed) {
-  int64_t bits = 0;
-  static_assert(sizeof(bits) == sizeof(seed));
-  std::memcpy(&bits, &seed, sizeof(bits));
-  return at::scalar_tensor(bits, at::TensorOptions().dtype(at::kLong));
-}
-
-uint64_t seed_of(const Tensor& philox_seed) {
-  const int64_t bits = host_view(philox_seed).item<int64_t>();
-  uint64_t seed = 0;
-  std::memcpy(&seed, &bits, sizeof(seed));
-  return seed;
+MathPath math_path(const Tensor& q, const Tensor& k, const Tensor& v,
+                   const std::optional<Tensor>& mask, bool is_causal, std::optional<double> scale,
+                   const SdpaShape& s) {
+  MathPath m;
+  m.negative = scale.has_value() && *scale < 0.0;
+  m.factor = std::sqrt(m.negative ? -*scale : scale_of(scale, s.E));
+  m.query = in_opmath(q) * (m.negative ? 0.0 - m.factor : m.factor);
+  m.key_t = repeat_heads(in_opmath(k), s.groups()).transpose(-2, -1) * m.factor;
+  m.value = repeat_heads(in_opmath(v), s.groups());
+  m.scores = at::matmul(m.query, m.key_t);
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  if (is_causal) {
+    const Tensor allowed = at::ones({s.L, s.S}, at::TensorOptions().dtype(at::kBool)).tril();
+    m.scores.add_(
+        at::zeros({s.L, s.S}, m.query.options()).masked_fill_(allowed.logical_not(), neg_inf));
+  } else if (mask.has_value()) {
+    if (mask->scalar_type() == at::kBool) {
+      m.scores.add_(
+          at::zeros(mask->sizes(), q.options()).masked_fill_(mask->logical_not(), neg_inf));
+    } else {
+      m.scores.add_(*mask);
+    }
+  }
+  m.probs = at::_safe_softmax(m.scores, -1);
+  return m;
 }
 
 // --- the explicit path ----------------------------------------------------------
@@ -299,7 +398,7 @@ uint64_t seed_of(const Tensor& philox_seed) {
 // Scaled scores q k^T * scale with the causal or given mask applied, in the
 // opmath dtype: (B, Hq, L, S). k is already repeated to the query's heads.
 Tensor scores(const Tensor& q, const Tensor& k, const std::optional<Tensor>& mask, bool is_causal,
-              double scale, const Shape& s, c10::ScalarType opmath) {
+              double scale, const SdpaShape& s, c10::ScalarType opmath) {
   Tensor out = at::matmul(q.to(opmath), k.to(opmath).transpose(-2, -1)).mul_(scale);
   const double neg_inf = -std::numeric_limits<double>::infinity();
   if (is_causal) {
@@ -339,7 +438,7 @@ Tensor reduce_to(const Tensor& grad, c10::IntArrayRef mask_sizes) {
 
 // Whether CPU's flash kernel runs this call: it has no dropout, needs equal
 // head dimensions, and returns no mask gradient.
-bool flash_runs(const Shape& s, double dropout_p, bool mask_grad) {
+bool flash_runs(const SdpaShape& s, double dropout_p, bool mask_grad) {
   return dropout_p == 0.0 && s.E == s.Ev && !mask_grad;
 }
 
@@ -357,7 +456,7 @@ ForwardResult fused_attention(const Tensor& query, const Tensor& key, const Tens
               "_scaled_dot_product_fused_attention_overrideable on openreg: ", reason,
               "; call torch.nn.functional.scaled_dot_product_attention, which takes the math "
               "path for such arguments");
-  const Shape s = shape_of(query, key, value);
+  const SdpaShape s = shape_of(query, key, value);
   const double sc = scale_of(scale, s.E);
   const auto opmath = at::toOpMathType(query.scalar_type());
 
@@ -367,12 +466,26 @@ ForwardResult fused_attention(const Tensor& query, const Tensor& key, const Tens
   Tensor lse = at::empty({s.batch, s.q_heads, s.L}, query.options().dtype(at::kFloat));
 
   const Tensor q = host4(query);
-  const Tensor k = repeat_heads(host4(key), s.groups());
-  const Tensor v = repeat_heads(host4(value), s.groups());
   const std::optional<Tensor> mask = host_mask(attn_bias);
 
-  uint64_t seed = 0;
+  Tensor seed = plain_seed(0);
   Tensor debug_mask;
+  if (dropout_p > 0.0) {
+    // Note [Attention dropout as the CPU draws it]
+    const MathPath m = math_path(q, host4(key), host4(value), mask, is_causal, scale, s);
+    auto [noise, start] = draw_noise(m.probs, dropout_p, query.device().index());
+    store(out, at::matmul(m.probs * noise, m.value));
+    store(lse, at::logsumexp(m.scores, -1));
+    seed = philox_seed_holding(std::move(start));
+    if (return_debug_mask) {
+      debug_mask = at::empty(noise.sizes(), query.options().dtype(at::kBool));
+      store(debug_mask, noise.ne(0));
+    }
+    return {out,  lse,           Tensor(),  Tensor(), c10::SymInt(s.L), c10::SymInt(s.S),
+            seed, plain_seed(0), debug_mask};
+  }
+  const Tensor k = repeat_heads(host4(key), s.groups());
+  const Tensor v = repeat_heads(host4(value), s.groups());
   if (flash_runs(s, dropout_p, /*mask_grad=*/false)) {
     auto [o, l] = at::_scaled_dot_product_flash_attention_for_cpu(
         unit_rows(q), unit_rows(k), unit_rows(v), 0.0, is_causal, unit_rows(mask), sc);
@@ -381,28 +494,28 @@ ForwardResult fused_attention(const Tensor& query, const Tensor& key, const Tens
   } else {
     const Tensor sco = scores(q, k, mask, is_causal, sc, s, opmath);
     const Tensor l = at::logsumexp(sco, -1);
-    Tensor p = probabilities(sco, l);
-    if (dropout_p > 0.0) {
-      seed = draw_seed(query.device().index());
-      const Tensor keep = keep_mask(seed, s, dropout_p, opmath);
-      p.mul_(keep).mul_(1.0 / (1.0 - dropout_p));
-      if (return_debug_mask) {
-        debug_mask = at::empty(keep.sizes(), query.options().dtype(at::kBool));
-        store(debug_mask, keep.to(at::kBool));
-      }
-    }
-    store(out, at::matmul(p, v.to(opmath)));
+    store(out, at::matmul(probabilities(sco, l), v.to(opmath)));
     store(lse, l);
   }
-  return {out,
-          lse,
-          Tensor(),
-          Tensor(),
-          c10::SymInt(s.L),
-          c10::SymInt(s.S),
-          seed_tensor(seed),
-          seed_tensor(0),
-          debug_mask};
+  return {out,  lse,           Tensor(), Tensor(), c10::SymInt(s.L), c10::SymInt(s.S),
+          seed, plain_seed(0), Tensor()};
+}
+
+// The gradients of the math path with dropout (Note [Attention dropout as the
+// CPU draws it]): the derivatives autograd takes through the CPU's math path,
+// in its order. Returns (query, key, value, scores) gradients, key and value
+// ones with the query's heads.
+std::array<Tensor, 4> dropout_gradients(const Tensor& go, const MathPath& m, const Tensor& noise) {
+  const Tensor g = in_opmath(go);
+  const Tensor grad_value = at::matmul((m.probs * noise).transpose(-2, -1), g);
+  const Tensor grad_probs = at::matmul(g, m.value.transpose(-2, -1)) * noise;
+  const Tensor grad_scores =
+      at::_softmax_backward_data(grad_probs, m.probs, -1, m.probs.scalar_type());
+  const Tensor grad_query =
+      at::matmul(grad_scores, m.key_t.transpose(-2, -1)) * (m.negative ? 0.0 - m.factor : m.factor);
+  const Tensor grad_key =
+      (at::matmul(m.query.transpose(-2, -1), grad_scores) * m.factor).transpose(-2, -1);
+  return {grad_query, grad_key, grad_value, grad_scores};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> fused_attention_backward(
@@ -417,14 +530,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> fused_attention_backward(
                                               /*enable_gqa=*/true);
   TORCH_CHECK(reason == nullptr,
               "_scaled_dot_product_fused_attention_overrideable_backward on openreg: ", reason);
-  const Shape s = shape_of(query, key, value);
+  const SdpaShape s = shape_of(query, key, value);
   const double sc = scale_of(scale, s.E);
   const auto opmath = at::toOpMathType(query.scalar_type());
   const bool mask_grad = grad_input_mask[3] && bias.has_value() && bias->is_floating_point();
 
   const Tensor q = host4(query);
-  const Tensor k = repeat_heads(host4(key), s.groups());
-  const Tensor v = repeat_heads(host4(value), s.groups());
   const std::optional<Tensor> mask = host_mask(bias);
   const Tensor go = host4(grad_out);
 
@@ -436,29 +547,35 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> fused_attention_backward(
   // which CPU's float64 kernel cannot take: float64 takes the explicit path,
   // which recomputes it.
   const bool float64 = query.scalar_type() == at::kDouble;
-  if (flash_runs(s, dropout_p, mask_grad) && !float64) {
+  if (dropout_p > 0.0) {
+    // Note [Attention dropout as the CPU draws it]: the forward's noise again.
+    const MathPath m = math_path(q, host4(key), host4(value), mask, is_causal, scale, s);
+    const Tensor noise = noise_from(m.probs, dropout_p, dropout_start(philox_seed).clone());
+    const std::array<Tensor, 4> grads = dropout_gradients(go, m, noise);
+    gq = grads[0];
+    gk = grads[1];
+    gv = grads[2];
+    if (mask_grad) {
+      gmask = at::empty(bias->sizes(), bias->options());
+      store(gmask, reduce_to(grads[3], bias->sizes()).to(bias->scalar_type()));
+    }
+  } else if (flash_runs(s, dropout_p, mask_grad) && !float64) {
+    const Tensor k = repeat_heads(host4(key), s.groups());
+    const Tensor v = repeat_heads(host4(value), s.groups());
     std::tie(gq, gk, gv) = at::_scaled_dot_product_flash_attention_for_cpu_backward(
         unit_rows(go), unit_rows(q), unit_rows(k), unit_rows(v), unit_rows(host4(out)),
         host_view(logsumexp), 0.0, is_causal, unit_rows(mask), sc);
   } else {
+    const Tensor k = repeat_heads(host4(key), s.groups());
+    const Tensor v = repeat_heads(host4(value), s.groups());
     const Tensor sco = scores(q, k, mask, is_causal, sc, s, opmath);
     // The probabilities from these very scores (not the forward's
     // log-sum-exp, which CPU's kernel computed in another order): the
     // gradient is then that of exactly this softmax.
     const Tensor p = probabilities(sco, at::logsumexp(sco, -1));
     const Tensor g = go.to(opmath);
-    Tensor p_dropped = p;
-    Tensor keep_scaled;
-    if (dropout_p > 0.0) {
-      keep_scaled =
-          keep_mask(seed_of(philox_seed), s, dropout_p, opmath).mul_(1.0 / (1.0 - dropout_p));
-      p_dropped = p * keep_scaled;
-    }
-    gv = at::matmul(p_dropped.transpose(-2, -1), g);
-    Tensor gp = at::matmul(g, v.to(opmath).transpose(-2, -1));
-    if (dropout_p > 0.0) {
-      gp.mul_(keep_scaled);
-    }
+    gv = at::matmul(p.transpose(-2, -1), g);
+    const Tensor gp = at::matmul(g, v.to(opmath).transpose(-2, -1));
     // Softmax backward: dS = P * (dP - rowsum(dP * P)).
     const Tensor gs = p * (gp - (gp * p).sum(-1, /*keepdim=*/true));
     gq = at::matmul(gs, k.to(opmath)).mul_(sc);

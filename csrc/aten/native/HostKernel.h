@@ -13,7 +13,12 @@
 // as the CPU checks a call before it resizes (and warns), only once the CPU's
 // kernel has checked it and computed into a host temporary. The CPU calls are
 // the backend's own (Note [The backend's own dispatcher calls]): the trace
-// records the openreg op as native, and its cost as that op's time.
+// records the openreg op as native, and its cost as that op's time. Where the
+// CPU has no out= kernel for a call (a functional kernel only, or arguments
+// the out= path does not take), its functional kernel runs on the host views
+// and each result is moved into device memory allocated for it with the same
+// sizes and strides (to_device_memory): the staging step of Note [openreg's
+// device DNN library] in Convolution.cpp, inside the op, never a copy event.
 
 #include "aten/HostView.h"
 #include "aten/native/Common.h"
@@ -21,6 +26,7 @@
 
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_strided_ops.h>
 #include <c10/util/DimVector.h>
 
 #include <bitset>
@@ -31,6 +37,23 @@ inline void check_same_device(const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK(a.device() == b.device(),
               "Expected all tensors to be on the same device, but found at least two devices, ",
               a.device(), " and ", b.device(), "!");
+}
+
+// A host result of a CPU kernel moved into device memory of the same sizes,
+// strides and dtype (Note [Host kernels on host views]). Undefined stays
+// undefined.
+inline at::Tensor to_device_memory(const at::Tensor& host, c10::Device device) {
+  if (!host.defined()) {
+    return host;
+  }
+  at::Tensor out = at::_ops::empty_strided::call(
+      c10::fromIntArrayRefSlow(host.sizes()), c10::fromIntArrayRefSlow(host.strides()),
+      host.scalar_type(), std::nullopt, device, std::nullopt);
+  if (out.numel() > 0) {
+    trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
+    host_view(out).copy_(host);
+  }
+  return out;
 }
 
 // The sizes of a reduction of `self` over `dims` (all of them when absent or

@@ -1,5 +1,5 @@
 // Reductions: sum, mean, amax/amin, max/min (full, and over one dim with
-// indices), argmax/argmin, var and std.
+// indices), argmax/argmin, var and std, var_mean and std_mean.
 //
 // Every kernel here reads device memory in place (Note [Device memory is host
 // memory]) and follows one plan (`Plan` below). The input is described as
@@ -45,8 +45,10 @@
 #include <ATen/ops/max_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/min_ops.h>
+#include <ATen/ops/std_mean_ops.h>
 #include <ATen/ops/std_ops.h>
 #include <ATen/ops/sum_ops.h>
+#include <ATen/ops/var_mean_ops.h>
 #include <ATen/ops/var_ops.h>
 #include <c10/core/ScalarType.h>
 #include <c10/core/WrapDimMinimal.h>
@@ -56,6 +58,7 @@
 #include <bitset>
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -1011,8 +1014,9 @@ at::Tensor& argmax_argmin_out(const at::Tensor& self, std::optional<int64_t> dim
 // --- var and std ---------------------------------------------------------------------
 
 // Two passes in double: the mean, then the sum of squared deviations (m2).
+// `means`, when not null, receives each output's mean (var_mean, std_mean).
 template <typename T>
-void var_kernel(const Plan& p, T* out, double correction, bool take_sqrt) {
+void var_kernel(const Plan& p, T* out, T* means, double correction, bool take_sqrt) {
   const T* in = p.src.const_data_ptr<T>();
   const double n = static_cast<double>(p.R);
   const double divisor = std::max(0.0, n - correction);
@@ -1028,6 +1032,9 @@ void var_kernel(const Plan& p, T* out, double correction, bool take_sqrt) {
             p.R, [&](int64_t b, int64_t e) { return pairwise_sum<double>(in + b, e - b, value); },
             add) /
         n;
+    if (means != nullptr) {
+      means[0] = static_cast<T>(mean);
+    }
     const auto dev = [mean](T v) {
       const double d = static_cast<double>(v) - mean;
       return d * d;
@@ -1041,6 +1048,9 @@ void var_kernel(const Plan& p, T* out, double correction, bool take_sqrt) {
       [&](int64_t o, int64_t off) {
         const T* q = in + off;
         const double mean = pairwise_sum<double>(q, p.R, value) / n;
+        if (means != nullptr) {
+          means[o] = static_cast<T>(mean);
+        }
         out[o] = finish(pairwise_sum<double>(q, p.R, [mean](T v) {
           const double d = static_cast<double>(v) - mean;
           return d * d;
@@ -1063,16 +1073,22 @@ void var_kernel(const Plan& p, T* out, double correction, bool take_sqrt) {
         }
         for (int64_t k = 0; k < cols; ++k) {
           out[o + k] = finish(m2[k]);
+          if (means != nullptr) {
+            means[o + k] = static_cast<T>(mean[k]);
+          }
         }
       });
 }
 
-void check_var_dtype(const at::Tensor& self) {
+// `name`: "std and var", "var_mean" or "std_mean", as the CPU's message says.
+void check_var_dtype(const at::Tensor& self, const char* name = "std and var") {
   TORCH_CHECK(c10::isFloatingType(self.scalar_type()) || c10::isComplexType(self.scalar_type()),
-              "std and var only support floating point and complex dtypes");
+              name, " only support floating point and complex dtypes");
 }
 
-void var_into(const char* name, const at::Tensor& out, const at::Tensor& self, const DimMask& mask,
+// var or std of `self` into `out`, and, when `means` is defined, the mean into it.
+void var_into(const char* name, const at::Tensor& out, const at::Tensor& means,
+              const at::Tensor& self, const DimMask& mask,
               const std::optional<c10::Scalar>& correction, bool take_sqrt) {
   const double c = correction.has_value() ? correction->toDouble() : 1.0;
   const int64_t per_output = out.numel() == 0 ? 0 : self.numel() / out.numel();
@@ -1086,17 +1102,25 @@ void var_into(const char* name, const at::Tensor& out, const at::Tensor& self, c
   }
   if (self.numel() == 0) {
     out.fill_(std::numeric_limits<double>::quiet_NaN());
+    if (means.defined()) {
+      means.fill_(std::numeric_limits<double>::quiet_NaN());
+    }
     return;
   }
   const ScalarType compute = float_compute_type(self.scalar_type());
   const at::Tensor in = converted(self, compute);
   const at::Tensor dst = output_buffer(out, compute);
+  const at::Tensor mean_dst = means.defined() ? output_buffer(means, compute) : at::Tensor();
   const Plan p = make_plan(in, mask, false);
   visit_float(compute, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    var_kernel<T>(p, dst.mutable_data_ptr<T>(), c, take_sqrt);
+    var_kernel<T>(p, dst.mutable_data_ptr<T>(),
+                  means.defined() ? mean_dst.mutable_data_ptr<T>() : nullptr, c, take_sqrt);
   });
   finish_out(out, dst);
+  if (means.defined()) {
+    finish_out(means, mean_dst);
+  }
 }
 
 template <bool kStd>
@@ -1109,8 +1133,28 @@ at::Tensor var_std(const at::Tensor& self, at::OptionalIntArrayRef dim,
   }
   const DimMask mask = make_mask(self, dim);
   at::Tensor out = new_output(self, reduced_shape(self, mask, keepdim), self.scalar_type());
-  var_into(kStd ? "std" : "var", out, self, mask, correction, kStd);
+  var_into(kStd ? "std" : "var", out, at::Tensor(), self, mask, correction, kStd);
   return out;
+}
+
+// var_mean and std_mean: both results from one kernel, each in the input's
+// dtype and the reduced shape.
+template <bool kStd>
+std::tuple<at::Tensor, at::Tensor> var_std_mean(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                                const std::optional<c10::Scalar>& correction,
+                                                bool keepdim) {
+  if (beyond_mask(self) || !is_floating(self.scalar_type())) {
+    check_var_dtype(self, kStd ? "std_mean" : "var_mean");
+    using Op =
+        std::conditional_t<kStd, at::_ops::std_mean_correction, at::_ops::var_mean_correction>;
+    return fallback<Op>(self, dim, correction, keepdim);
+  }
+  const DimMask mask = make_mask(self, dim);
+  const Shape shape = reduced_shape(self, mask, keepdim);
+  at::Tensor out = new_output(self, shape, self.scalar_type());
+  at::Tensor means = new_output(self, shape, self.scalar_type());
+  var_into(kStd ? "std_mean" : "var_mean", out, means, self, mask, correction, kStd);
+  return {out, means};
 }
 
 template <bool kStd>
@@ -1127,7 +1171,7 @@ at::Tensor& var_std_out(const at::Tensor& self, at::OptionalIntArrayRef dim,
   const DimMask mask = make_mask(self, dim);
   check_out(out, self.scalar_type(), self.device());
   const at::Tensor dst = writable_out(self, out, reduced_shape(self, mask, keepdim));
-  var_into(kStd ? "std" : "var", dst, self, mask, correction, kStd);
+  var_into(kStd ? "std" : "var", dst, at::Tensor(), self, mask, correction, kStd);
   finish_out(out, dst);
   return out;
 }
@@ -1159,6 +1203,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_IMPL(m, "var.correction_out", var_std_out<false>);
   OPENREG_IMPL(m, "std.correction", var_std<true>);
   OPENREG_IMPL(m, "std.correction_out", var_std_out<true>);
+  OPENREG_IMPL(m, "var_mean.correction", var_std_mean<false>);
+  OPENREG_IMPL(m, "std_mean.correction", var_std_mean<true>);
 }
 
 }  // namespace openreg
