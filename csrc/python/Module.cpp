@@ -30,6 +30,7 @@ void bind_autograd_exit(py::module_& m);  // AutogradExit.cpp
 void bind_distributed(py::module_& m);    // Distributed.cpp
 void bind_sharing(py::module_& m);        // Sharing.cpp
 void bind_memory(py::module_& m);         // Memory.cpp
+void bind_alloc_stacks(py::module_& m);   // AllocStacks.cpp
 void bind_host_times(py::module_& m);     // HostTimes.cpp
 void bind_host_stacks(py::module_& m);    // HostStacks.cpp
 
@@ -157,6 +158,7 @@ PYBIND11_MODULE(_C, m) {
   bind_distributed(m);
   bind_sharing(m);
   bind_memory(m);
+  bind_alloc_stacks(m);
   bind_host_times(m);
   bind_host_stacks(m);
 }
