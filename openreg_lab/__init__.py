@@ -44,8 +44,16 @@ def _label(name: str) -> None:
     mark(name)
 
 
+def _memory_function(name: str) -> Any:
+    """openreg_lab.memory's ``name`` for torch.cuda.memory under from_cuda() (Note [torch.cuda.memory's
+    private names] in device/_cuda_memory.py); imported at the first call that needs it."""
+    memory = importlib.import_module("openreg_lab.memory")
+    return getattr(memory, name, None)
+
+
 _seam.use_lab(_attach_the_lab)  # run at the device's first registration with Dynamo, not now
 _seam.on_label(_label)
+_seam.on_memory(_memory_function)
 _register()
 
 __version__ = "0.1.0"

@@ -15,7 +15,9 @@ here, at registration (``_compile.register``):
 
 Beside compilation, the labels a script names for a profiler (NVTX ranges and marks, which
 ``from_cuda()`` maps: ``_cuda_nvtx.py``) reach :func:`label`; the package's top gives it the lab's
-``openreg_lab.mark`` through :func:`on_label` at import, as Nsight attaches to NVTX.
+``openreg_lab.mark`` through :func:`on_label` at import, as Nsight attaches to NVTX. Likewise
+``torch.cuda.memory``'s history and snapshots under ``from_cuda()`` are the lab's
+``openreg_lab.memory`` functions, given through :func:`on_memory`.
 
 The defaults are no-ops: with nothing attached, the template registers its own classes and a
 label goes nowhere, as NVTX's calls do with no tool attached. The lab
@@ -31,6 +33,7 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import Callable
+from typing import Any
 
 #: The template's classes the lab may derive from: ``"Scheduling"``, ``"PythonWrapperCodegen"``.
 SUBCLASSED = ("Scheduling", "PythonWrapperCodegen")
@@ -41,6 +44,7 @@ _factories: dict[str, Callable[[type], type]] = {}
 _made: dict[str, tuple[type, type]] = {}  # name -> (template class, the class given to Inductor)
 _on_registered: list[Callable[[], None]] = []
 _label: list[Callable[[str], None]] = []  # the lab's label sink, if attached
+_memory: list[Callable[[str], Callable[..., Any] | None]] = []  # the lab's memory functions, if attached
 
 
 def use_lab(loader: Callable[[], None]) -> None:
@@ -117,3 +121,17 @@ def label(name: str) -> None:
     sink records it; with nothing attached it goes nowhere."""
     for sink in _label:
         sink(name)
+
+
+def on_memory(lookup: Callable[[str], Callable[..., Any] | None]) -> None:
+    """Look the lab's memory functions up with ``lookup`` (the package's top gives
+    ``openreg_lab.memory``'s): ``torch.cuda.memory._snapshot`` and friends under ``from_cuda()``
+    (Note [torch.cuda.memory's private names] in ``_cuda_memory.py``)."""
+    _memory[:] = [lookup]
+
+
+def memory_function(name: str) -> Callable[..., Any] | None:
+    """The lab's memory function ``name`` (``_snapshot``, ...), or None with nothing attached."""
+    for lookup in _memory:
+        return lookup(name)
+    return None
