@@ -186,6 +186,8 @@ void bind_alloc_stacks(py::module_& m) {
       py::arg("skip"), py::arg("clear"),
       "Start (or reconfigure) or stop the memory history (Note [The memory history]); context: "
       "0 none, 1 state, 2 alloc, 3 all; skip: a bit per action not to keep.");
+  m.def("_memory_history_on", &openreg::trace::history_on,
+        "Whether a memory history is recorded (one relaxed load).");
   m.def(
       "_memory_history_read",
       [] {

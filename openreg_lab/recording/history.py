@@ -201,4 +201,4 @@ def read() -> History:
 
 def recording() -> bool:
     """Whether a memory history is being recorded (``enabled`` "all" or "state")."""
-    return bool(_C._memory_history_read()["enabled"])
+    return bool(_C._memory_history_on())

@@ -62,7 +62,7 @@ def snapshot(device: Any = None) -> dict[str, Any]:
     Without a memory history (``openreg_lab.memory._record_memory_history()``) it lists the blocks
     only, and a ``SnapshotWarning`` says how to start one."""
     buffer = io.BytesIO()
-    write(_history_parts(), buffer)
+    write(history_parts(), buffer)
     return pickle.loads(buffer.getvalue())
 
 
@@ -70,7 +70,7 @@ def dump_snapshot(filename: str | os.PathLike[str] = "dump_snapshot.pickle") -> 
     """Write :func:`snapshot` pickled to ``filename`` (``torch.cuda.memory._dump_snapshot``), whole
     or not at all (Note [Where an output may go]); a ``SnapshotWarning`` says how many entries the
     history's ring dropped, if any."""
-    parts = _history_parts()
+    parts = history_parts()
     dropped = parts.extra["dropped_entries"]
     if dropped:
         warnings.warn(
@@ -96,11 +96,13 @@ def write_snapshot(snap: Parts, path: str | os.PathLike[str]) -> None:
 # not hold. Each device's blocks are read under its allocator lock, which its entries are appended
 # under, together with the number of entries appended then; the history is read after, and a
 # device's entries from that number on are left out.
-def _history_parts() -> Parts:
+def history_parts(warn: bool = True) -> Parts:
+    """What :func:`snapshot` and :func:`dump_snapshot` write (``write_snapshot`` writes it to a file);
+    ``warn``: a ``SnapshotWarning`` when no history is recorded."""
     count = torch_device_count()
     states = [_C._memory_state(d) for d in range(count)]  # (blocks, entries appended then)
     h = history.read()
-    if not h.enabled and h.appended == 0:
+    if warn and not h.enabled and h.appended == 0:
         warnings.warn(
             "no memory history is recorded: the snapshot lists the blocks each openreg device holds "
             "now, without entries or stacks. Start one first with "
@@ -127,7 +129,7 @@ def _history_parts() -> Parts:
         for address, size, requested, allocated, stack in blocks:
             segments.append(segment(d, address, size, requested, allocated, stack, UNKNOWN))
     frames = [(h.strings[int(f["file"])], int(f["line"]), h.strings[int(f["name"])]) for f in h.frames]
-    ours = _mapping_files()
+    ours = _lab_files()
     shown = np.array([file not in ours for file, _, _ in frames], dtype=bool)
     stacks = []
     for a, b in zip(h.offsets[:-1], h.offsets[1:], strict=True):
@@ -137,11 +139,14 @@ def _history_parts() -> Parts:
     return Parts(frames, stacks, names, segments, traces, extra)
 
 
-def _mapping_files() -> set[str]:
-    """The files of ``from_cuda()``'s wrappers around torch's functions: a CUDA script's frames in
-    them are not the script's (on CUDA they would not be there), so its snapshot leaves them out."""
-    device = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "device")
-    return {os.path.join(device, name) for name in ("from_cuda.py", "_cuda_entries.py", "_cuda_module.py")}
+def _lab_files() -> set[str]:
+    """The lab's own files a script's stack passes through: ``from_cuda()``'s wrappers around torch's
+    functions and ``openreg-lab run``'s frames around the script. On CUDA, or run by Python, they
+    would not be there, so a snapshot leaves them out."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    names = ("device/from_cuda.py", "device/_cuda_entries.py", "device/_cuda_module.py", "cli/run.py",
+             "cli/__init__.py", "__main__.py")  # fmt: skip
+    return {os.path.join(package, *name.split("/")) for name in names}
 
 
 def torch_device_count() -> int:
