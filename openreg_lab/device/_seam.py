@@ -45,6 +45,7 @@ _made: dict[str, tuple[type, type]] = {}  # name -> (template class, the class g
 _on_registered: list[Callable[[], None]] = []
 _label: list[Callable[[str], None]] = []  # the lab's label sink, if attached
 _memory: list[Callable[[str], Callable[..., Any] | None]] = []  # the lab's memory functions, if attached
+_cache_key: list[Callable[[], bytes]] = []  # the lab's part of Inductor's cache key, if attached
 
 
 def use_lab(loader: Callable[[], None]) -> None:
@@ -60,9 +61,12 @@ def attach(
     *,
     subclasses: dict[str, Callable[[type], type]] | None = None,
     on_registered: Callable[[], None] | None = None,
+    cache_key: Callable[[], bytes] | None = None,
 ) -> None:
     """Attach the lab: ``subclasses`` maps a name of :data:`SUBCLASSED` to a function deriving the
-    class given to Inductor from the template's; ``on_registered`` runs at each registration.
+    class given to Inductor from the template's; ``on_registered`` runs at each registration;
+    ``cache_key`` gives what Inductor's cache key must hold of the graph being compiled beside the
+    code generators' files (what the lab's subclasses write into the code from the graph).
 
     Called by the loader of :func:`use_lab`, which runs before the first registration hands Inductor
     its classes: subclasses attached after it would reach Inductor only at a new registration."""
@@ -74,6 +78,8 @@ def attach(
             _made.pop(name, None)
         if on_registered is not None and on_registered not in _on_registered:
             _on_registered.append(on_registered)
+        if cache_key is not None:
+            _cache_key[:] = [cache_key]
 
 
 def load() -> None:
@@ -102,6 +108,13 @@ def registered() -> None:
     """Run what the lab runs at each registration with Dynamo (a no-op with nothing attached)."""
     for callback in list(_on_registered):
         callback()
+
+
+def cache_key() -> bytes:
+    """The lab's part of Inductor's cache key for the graph being compiled (empty with nothing
+    attached): Note [Inductor's cache knows openreg's code generators] in ``_inductor.py``."""
+    with _lock:
+        return b"".join(key() for key in _cache_key)
 
 
 def code_files() -> list[str]:
