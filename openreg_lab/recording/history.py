@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from openreg_lab import _C
+from openreg_lab.recording import _strings
 
 #: struct HistoryEntry (csrc/trace/MemoryHistory.h), 32 bytes.
 ENTRY_DTYPE = np.dtype(
@@ -181,11 +182,9 @@ def _legacy(
 
 def read() -> History:
     """The history now, with the stack tables and strings its entries name."""
-    from openreg_lab.recording import session
-
     raw = _C._memory_history_read()
     tables = _C._memory_stacks()
-    n_strings = session._interned_count()  # after the stacks: every name they hold is interned
+    n_strings = _strings.interned_count()  # after the stacks: every name they hold is interned
     return History(
         entries=np.frombuffer(raw["entries"], dtype=ENTRY_DTYPE),
         appended=int(raw["appended"]),
@@ -194,7 +193,7 @@ def read() -> History:
         frames=np.frombuffer(tables["frames"], dtype=FRAME_DTYPE),
         offsets=np.frombuffer(tables["offsets"], dtype=np.uint32),
         members=np.frombuffer(tables["members"], dtype=np.uint32),
-        strings=session._strings[:n_strings],
+        strings=_strings.strings[:n_strings],
         skipped=frozenset(_skipped),
     )
 
