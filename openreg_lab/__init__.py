@@ -44,14 +44,22 @@ def _label(name: str) -> None:
     mark(name)
 
 
+def _memory_function(name: str) -> Any:
+    """openreg_lab.memory's ``name`` for torch.cuda.memory under from_cuda() (Note [torch.cuda.memory's
+    private names] in device/_cuda_memory.py); imported at the first call that needs it."""
+    memory = importlib.import_module("openreg_lab.memory")
+    return getattr(memory, name, None)
+
+
 _seam.use_lab(_attach_the_lab)  # run at the device's first registration with Dynamo, not now
 _seam.on_label(_label)
+_seam.on_memory(_memory_function)
 _register()
 
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from openreg_lab import views
+    from openreg_lab import memory, views
     from openreg_lab.device.from_cuda import CudaNotMappedError, from_cuda
     from openreg_lab.dispatch.autocast import autocast_rules
     from openreg_lab.dispatch.coverage import coverage
@@ -90,18 +98,23 @@ _LAZY = {
 }
 
 
+#: Public modules of the API: ``views`` (the widgets) and ``memory`` (torch.cuda.memory's for openreg).
+_MODULES = ("views", "memory")
+
+
 def _load_api() -> None:
     """Import the whole public API into the package's namespace (Note [The package loads its API on
     first use]); the views first, which install the trace renderer."""
-    views = importlib.import_module("openreg_lab.views")
-    globals()["views"] = views
+    for module in _MODULES:
+        globals()[module] = importlib.import_module(f"openreg_lab.{module}")
     for name, module in _LAZY.items():
         globals()[name] = getattr(importlib.import_module(module), name)
 
 
 def __getattr__(name: str) -> Any:
-    """Load the public API at the first access of one of its names (``views`` included)."""
-    if name in _LAZY or name == "views":
+    """Load the public API at the first access of one of its names (``views`` and ``memory``
+    included)."""
+    if name in _LAZY or name in _MODULES:
         _load_api()
         return globals()[name]
     raise AttributeError(f"module 'openreg_lab' has no attribute {name!r}")
@@ -125,6 +138,7 @@ __all__ = [
     "get_profile",
     "load_trace",
     "mark",
+    "memory",
     "native_ops",
     "native_ops_by_family",
     "profile_ops",

@@ -65,6 +65,24 @@ void bind_memory(py::module_& m) {
       "(address, size, requested, allocated) of every block `device` holds now, in use or "
       "cached, by address.");
   m.def(
+      "_memory_state",
+      [](int device) {
+        std::vector<std::tuple<uint64_t, size_t, size_t, bool, uint32_t>> blocks;
+        uint64_t appended = 0;
+        {
+          py::gil_scoped_release no_gil;  // the device's lock: an allocating thread may hold it
+          for (const auto& b : openreg::device_allocator().blocks(
+                   static_cast<c10::DeviceIndex>(device), &appended)) {
+            blocks.emplace_back(b.address, b.size, b.requested, b.allocated, b.stack);
+          }
+        }
+        return py::make_tuple(blocks, appended);
+      },
+      py::arg("device"),
+      "What a memory snapshot reads of `device`: its blocks as _memory_blocks lists them, each "
+      "with the memory history's stack of its allocation (0: none), and the number of history "
+      "entries appended when they were read (Note [The memory history]).");
+  m.def(
       "_set_oom_observer",
       [](const py::object& observer) {
         if (observer.is_none()) {

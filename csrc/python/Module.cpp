@@ -24,14 +24,16 @@
 
 namespace py = pybind11;
 
-void bind_profiles(py::module_& m);       // Profiles.cpp
-void bind_backend_meta(py::module_& m);   // BackendMeta.cpp
-void bind_autograd_exit(py::module_& m);  // AutogradExit.cpp
-void bind_distributed(py::module_& m);    // Distributed.cpp
-void bind_sharing(py::module_& m);        // Sharing.cpp
-void bind_memory(py::module_& m);         // Memory.cpp
-void bind_host_times(py::module_& m);     // HostTimes.cpp
-void bind_host_stacks(py::module_& m);    // HostStacks.cpp
+void bind_profiles(py::module_& m);          // Profiles.cpp
+void bind_backend_meta(py::module_& m);      // BackendMeta.cpp
+void bind_autograd_exit(py::module_& m);     // AutogradExit.cpp
+void bind_distributed(py::module_& m);       // Distributed.cpp
+void bind_sharing(py::module_& m);           // Sharing.cpp
+void bind_memory(py::module_& m);            // Memory.cpp
+void bind_alloc_stacks(py::module_& m);      // AllocStacks.cpp
+void bind_torch_tracebacks(py::module_& m);  // TorchTracebacks.cpp
+void bind_host_times(py::module_& m);        // HostTimes.cpp
+void bind_host_stacks(py::module_& m);       // HostStacks.cpp
 
 namespace {
 
@@ -157,6 +159,8 @@ PYBIND11_MODULE(_C, m) {
   bind_distributed(m);
   bind_sharing(m);
   bind_memory(m);
+  bind_alloc_stacks(m);
+  bind_torch_tracebacks(m);
   bind_host_times(m);
   bind_host_stacks(m);
 }

@@ -173,10 +173,12 @@ class Memory {
   Block* allocate(c10::DeviceIndex device, size_t nbytes) {
     DeviceMemory& dev = at(device);
     const size_t size = round_size(nbytes);
+    // Before the lock: it may take the GIL (Note [The memory history]).
+    const uint32_t stack = trace::memory_stack();
     std::unique_lock<std::mutex> lock(dev.mutex);
     Block* block = take_cached(dev, size);
     if (block == nullptr) {
-      block = reserve(dev, device, size, nbytes);
+      block = reserve(dev, device, size, nbytes, stack);
     }
     if (block == nullptr) {
       std::string message = out_of_memory_message(dev, device, nbytes);
@@ -194,12 +196,13 @@ class Memory {
     update(dev.stats.active_bytes, size, size, true);
     update(dev.stats.requested_bytes, nbytes, size, true);
     trace::record_memory(trace::Kind::Alloc, device, static_cast<int64_t>(nbytes), block->ptr,
-                         allocated_bytes(dev));
+                         allocated_bytes(dev), true, stack);
     return block;
   }
 
   void free(Block* block) {
     DeviceMemory& dev = devices_[block->device];
+    const uint32_t stack = trace::memory_stack(/*free=*/true);  // before the lock, as allocate's
     std::lock_guard<std::mutex> lock(dev.mutex);
     dev.live.erase(static_cast<const char*>(block->ptr));
     update(dev.stats.allocation, 1, block->size, false);
@@ -208,13 +211,13 @@ class Memory {
     update(dev.stats.active_bytes, block->size, block->size, false);
     update(dev.stats.requested_bytes, block->requested, block->size, false);
     trace::record_memory(trace::Kind::Free, block->device, static_cast<int64_t>(block->requested),
-                         block->ptr, allocated_bytes(dev));
+                         block->ptr, allocated_bytes(dev), true, stack);
     if (block->shared.fd >= 0) {
       // Never cached: a receiver may still map it (Note [Sharing device memory
       // across processes]). The host keeps the pages for as long as it does.
       trace::record_memory(trace::Kind::Segment, block->device, static_cast<int64_t>(block->size),
                            block->ptr, allocated_bytes(dev),
-                           /*taken=*/false);
+                           /*taken=*/false, stack);
       release_shared_segment(block->shared);
       std::free(block->retired);
       dev.stats.num_device_free += 1;
@@ -277,16 +280,22 @@ class Memory {
     }
   }
 
-  std::vector<DeviceAllocator::BlockInfo> blocks(c10::DeviceIndex device) {
+  std::vector<DeviceAllocator::BlockInfo> blocks(c10::DeviceIndex device,
+                                                 uint64_t* history_appended) {
     DeviceMemory& dev = at(device);
     std::lock_guard<std::mutex> lock(dev.mutex);
     std::vector<DeviceAllocator::BlockInfo> out;
     out.reserve(dev.live.size() + dev.cache.size());
     for (const auto& [start, block] : dev.live) {
-      out.push_back({reinterpret_cast<uintptr_t>(start), block->size, block->requested, true});
+      const auto address = reinterpret_cast<uintptr_t>(start);
+      out.push_back({address, block->size, block->requested, true, trace::block_stack(address)});
     }
     for (const auto& [size, block] : dev.cache) {
-      out.push_back({reinterpret_cast<uintptr_t>(block->ptr), size, block->requested, false});
+      out.push_back({reinterpret_cast<uintptr_t>(block->ptr), size, block->requested, false, 0});
+    }
+    if (history_appended != nullptr) {
+      // Under the lock the history's entries of this device are appended under.
+      *history_appended = trace::history_appended();
     }
     std::sort(out.begin(), out.end(),
               [](const auto& a, const auto& b) { return a.address < b.address; });
@@ -323,11 +332,12 @@ class Memory {
     return block;
   }
 
-  Block* reserve(DeviceMemory& dev, c10::DeviceIndex device, size_t size, size_t requested) {
+  Block* reserve(DeviceMemory& dev, c10::DeviceIndex device, size_t size, size_t requested,
+                 uint32_t stack) {
     const auto agg = static_cast<size_t>(StatType::AGGREGATE);
     auto reserved = [&] { return static_cast<size_t>(dev.stats.reserved_bytes[agg].current); };
     if (dev.limit != 0 && reserved() + size > dev.limit && !dev.cache.empty()) {
-      release_cache(dev);
+      release_cache(dev, stack);
       dev.stats.num_alloc_retries += 1;
     }
     void* ptr = nullptr;
@@ -336,15 +346,21 @@ class Memory {
     }
     if (ptr == nullptr) {
       dev.stats.num_ooms += 1;
+      size_t total = dev.limit;  // what the device has, as getMemoryInfo says it
+      if (total == 0) {
+        total = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) *
+                static_cast<size_t>(sysconf(_SC_PAGE_SIZE));
+      }
+      const size_t available = total > reserved() ? total - reserved() : 0;
       trace::record_memory(trace::Kind::Oom, device, static_cast<int64_t>(requested), nullptr,
-                           allocated_bytes(dev));
+                           allocated_bytes(dev), true, stack, available);
       return nullptr;
     }
     dev.stats.num_device_alloc += 1;
     update(dev.stats.segment, 1, size, true);
     update(dev.stats.reserved_bytes, size, size, true);
     trace::record_memory(trace::Kind::Segment, device, static_cast<int64_t>(size), ptr,
-                         allocated_bytes(dev));
+                         allocated_bytes(dev), true, stack);
     return new Block{ptr, size, requested, device};
   }
 
@@ -364,10 +380,11 @@ class Memory {
                     static_cast<int>(device), ") or OPENREG_MEMORY_LIMIT.");
   }
 
-  void release_cache(DeviceMemory& dev) {
+  // `stack`: the allocation that made room, if any (for the memory history).
+  void release_cache(DeviceMemory& dev, uint32_t stack = 0) {
     for (auto& [size, block] : dev.cache) {
       trace::record_memory(trace::Kind::Segment, block->device, static_cast<int64_t>(size),
-                           block->ptr, allocated_bytes(dev), /*taken=*/false);
+                           block->ptr, allocated_bytes(dev), /*taken=*/false, stack);
       return_to_host(block->ptr, size);
       dev.stats.num_device_free += 1;
       update(dev.stats.segment, 1, size, false);
@@ -515,8 +532,9 @@ std::optional<size_t> DeviceAllocator::limit(c10::DeviceIndex device) {
   return dev.limit;
 }
 
-std::vector<DeviceAllocator::BlockInfo> DeviceAllocator::blocks(c10::DeviceIndex device) {
-  return memory().blocks(device);
+std::vector<DeviceAllocator::BlockInfo> DeviceAllocator::blocks(c10::DeviceIndex device,
+                                                                uint64_t* history_appended) {
+  return memory().blocks(device, history_appended);
 }
 
 void set_oom_observer(OomObserver observer) {

@@ -71,13 +71,16 @@ class DeviceAllocator final : public c10::DeviceAllocator {
 
   // The blocks `device` holds now, in use or cached, by address: what a
   // memory snapshot lists as segments (each segment is one block here).
+  // `history_appended`, if given, gets the memory history's count of entries
+  // at that moment (Note [The memory history] in trace/MemoryHistory.h).
   struct BlockInfo {
     uintptr_t address;
     size_t size;       // the block's (the request rounded up to kRoundBytes)
     size_t requested;  // the last request it served
     bool allocated;    // false: cached, free for the next request of its size
+    uint32_t stack;    // the memory history's stack of its allocation (0: none)
   };
-  std::vector<BlockInfo> blocks(c10::DeviceIndex device);
+  std::vector<BlockInfo> blocks(c10::DeviceIndex device, uint64_t* history_appended = nullptr);
 };
 
 // Note [Out of memory, observed]

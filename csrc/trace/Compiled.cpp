@@ -89,4 +89,24 @@ void record_compile(uint32_t name, uint32_t reason, int64_t start_ns) {
   w.append(e);
 }
 
+namespace {
+struct Node {
+  uint32_t frame = 0;
+  uint32_t source = 0;
+};
+thread_local Node tls_node;  // Note [The node an allocation is for]
+}  // namespace
+
+void set_node(uint32_t frame, uint32_t source) noexcept {
+  tls_node = {frame, source};
+}
+
+uint32_t node_frame() noexcept {
+  return tls_node.frame;
+}
+
+uint32_t node_source() noexcept {
+  return tls_node.source;
+}
+
 }  // namespace openreg::trace

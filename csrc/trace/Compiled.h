@@ -40,4 +40,18 @@ void scope_end(int64_t token, uint32_t reason = 0);
 // with Dynamo while it compiled), or with start_ns 0 an instant (a graph break).
 void record_compile(uint32_t name, uint32_t reason, int64_t start_ns);
 
+// Note [The node an allocation is for]
+// The code Inductor generates allocates its buffers itself (empty_strided in
+// the graph's call): in the trace those allocations are children of the
+// graph's `compiled` event, and their Python frame is a line of generated
+// code. Where the FX node a buffer is for carries the user's stack trace, the
+// lab's wrapper (openreg_lab/recording/compiled.py) brackets the allocation
+// with set_node(frame, source) ... set_node(0, 0): while set, this thread's
+// allocations take `source` (an interned "file:line") as their event's source
+// and `frame` (AllocStacks.cpp's frame of that line) as the innermost frame
+// of their memory-history stack.
+void set_node(uint32_t frame, uint32_t source) noexcept;
+uint32_t node_frame() noexcept;
+uint32_t node_source() noexcept;
+
 }  // namespace openreg::trace

@@ -1,5 +1,7 @@
 #include "trace/Hooks.h"
 
+#include "trace/Compiled.h"
+#include "trace/MemoryHistory.h"
 #include "trace/OpNames.h"
 
 #include <algorithm>
@@ -105,7 +107,26 @@ void record_cast(int64_t start_ns, const c10::FunctionSchema& op, size_t arg_ind
 }
 
 void record_memory(Kind kind, c10::DeviceIndex device, int64_t bytes, const void* address,
-                   int64_t total, bool taken) {
+                   int64_t total, bool taken, uint32_t stack, uint64_t device_free) {
+  if (history_on()) {
+    HistoryAction action = HistoryAction::Oom;
+    switch (kind) {
+      case Kind::Alloc:
+        action = HistoryAction::Alloc;
+        break;
+      case Kind::Free:
+        action = HistoryAction::Free;
+        break;
+      case Kind::Segment:
+        action = taken ? HistoryAction::SegmentAlloc : HistoryAction::SegmentFree;
+        break;
+      default:
+        break;
+    }
+    const auto where = reinterpret_cast<uintptr_t>(address);
+    record_history(action, device, action == HistoryAction::Oom ? device_free : where, bytes,
+                   stack);
+  }
   if (!enabled()) {
     return;
   }
@@ -133,6 +154,9 @@ void record_memory(Kind kind, c10::DeviceIndex device, int64_t bytes, const void
   e.bytes = bytes;
   e.seq = total;
   e.device = static_cast<int8_t>(device);
+  if (kind == Kind::Alloc) {
+    e.source = node_source();  // Note [The node an allocation is for]
+  }
   set_address(e, address);
   w.append(e);
 }

@@ -88,9 +88,12 @@ void record_cast(int64_t start_ns, const c10::FunctionSchema& op, size_t arg_ind
 // What the allocator did (Note [Memory events] in Event.h): `kind` is Alloc,
 // Free, Segment (`taken`: from the host, else given back) or Oom; `bytes` the
 // request or the segment's size, `address` the block's, `total` the bytes
-// allocated on the device afterwards.
+// allocated on the device afterwards. Also an entry of the memory history
+// when one is recorded (Note [The memory history] in MemoryHistory.h), with
+// `stack` (memory_stack(), taken before the allocator's lock) and, for Oom,
+// the bytes the device had free.
 void record_memory(Kind kind, c10::DeviceIndex device, int64_t bytes, const void* address,
-                   int64_t total, bool taken = true);
+                   int64_t total, bool taken = true, uint32_t stack = 0, uint64_t device_free = 0);
 
 // Says which kernel the innermost open op really ran, where its dispatch table
 // cannot tell (e.g. a profile's composite redirect registered as a kernel).

@@ -43,7 +43,7 @@ const char* name_of(const char* const (&names)[N], int8_t code) {
   return code >= 0 && static_cast<size_t>(code) < N ? names[code] : "?";
 }
 
-class Session final : public libkineto::IActivityProfilerSession {
+class KinetoSession final : public libkineto::IActivityProfilerSession {
  public:
   void start() override {
     id_ = open_session(kCapacity, {});
@@ -112,7 +112,7 @@ class Session final : public libkineto::IActivityProfilerSession {
     return nullptr;
   }
 
-  ~Session() override {
+  ~KinetoSession() override {
     if (id_ != 0) {
       close_session(id_);
     }
@@ -135,7 +135,7 @@ class Profiler final : public libkineto::IActivityProfiler {
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(
       const std::set<libkineto::ActivityType>& /*activity_types*/,
       const libkineto::Config& /*config*/) override {
-    return std::make_unique<Session>();
+    return std::make_unique<KinetoSession>();
   }
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(
       int64_t /*ts_ms*/, int64_t /*duration_ms*/,

@@ -9,8 +9,9 @@
 // - kernels: a KernelScope per native kernel, through OPENREG_IMPL
 //   (aten/Registration.h) or HostKernel.h's wrappers, and FallbackScope /
 //   InternalScope around the CPU fallback (KernelEvents.h, Hooks.h);
-// - memory and copies: record_memory from the allocator, record_copy and
-//   record_cast from the copy and autocast kernels (Hooks.h);
+// - memory and copies: record_memory from the allocator, with memory_stack
+//   before it locks (MemoryHistory.h), record_copy and record_cast from the
+//   copy and autocast kernels (Hooks.h);
 // - dispatch: describe_dispatch_table for the fallback's profile
 //   (DispatchPath.h);
 // - collectives: begin_collective / end_collective / record_collective_wait
@@ -20,8 +21,9 @@
 // traces of their own device, or replaces this header with empty inline
 // versions of the same names and drops csrc/trace from the build.
 
-#include "trace/Clock.h"         // IWYU pragma: export
-#include "trace/Collective.h"    // IWYU pragma: export
-#include "trace/DispatchPath.h"  // IWYU pragma: export
-#include "trace/Hooks.h"         // IWYU pragma: export
-#include "trace/KernelEvents.h"  // IWYU pragma: export
+#include "trace/Clock.h"          // IWYU pragma: export
+#include "trace/Collective.h"     // IWYU pragma: export
+#include "trace/DispatchPath.h"   // IWYU pragma: export
+#include "trace/Hooks.h"          // IWYU pragma: export
+#include "trace/KernelEvents.h"   // IWYU pragma: export
+#include "trace/MemoryHistory.h"  // IWYU pragma: export

@@ -44,7 +44,9 @@ examples:
 Everything after the script (or -m MODULE) is passed to it. The script's exit code is the
 command's (130 after Ctrl-C, 143 after SIGTERM); the trace and the report are written even when
 the script fails; a SIGTERM while they are written lets them finish (a second one stops the
-writing and says what is missing).
+writing and says what is missing). An out of memory on openreg writes PyTorch's memory snapshot
+of that moment beside the trace (NAME.oom.pickle, for pytorch.org/memory_viz), and the error's
+message names it.
 Output paths are relative to the directory openreg-lab starts in, even if the script changes
 it. The trace stays open until the script's own (non-daemon) threads end, as Python waits for
 them. A script that ends with os._exit(), exec or a signal that kills the
@@ -280,7 +282,7 @@ def _execute(ns: argparse.Namespace, command: str, outlast: _OutputsOutlastSigte
     """``execute``, SIGTERM after the script waiting for the outputs (Note [SIGTERM while run writes
     its outputs])."""
     import openreg_lab
-    from openreg_lab.cli import _outputs, _ranks
+    from openreg_lab.cli import _oom, _outputs, _ranks
 
     name = ns.module or os.path.basename(ns.script)
     trace = openreg_lab.trace(
@@ -299,6 +301,7 @@ def _execute(ns: argparse.Namespace, command: str, outlast: _OutputsOutlastSigte
         stack.enter_context(warnings.catch_warnings())
         warnings.filterwarnings("ignore", category=TraceForkedWarning)
         stack.enter_context(trace)
+        out_of_memory = stack.enter_context(_oom.snapshots(_oom.path_for(ns, _ranks.launched_rank())))
         if ns.profile is not None:
             stack.enter_context(openreg_lab.use_profile(ns.profile))
         if ns.policy is not None:
@@ -318,6 +321,8 @@ def _execute(ns: argparse.Namespace, command: str, outlast: _OutputsOutlastSigte
             progress.stop()
     if os.getpid() != pid:
         return code  # a child the script forked: the outputs are its parent's to write
+    for path in out_of_memory:
+        say(f"openreg-lab run: out of memory: a memory snapshot of that moment is in {path}")
     elapsed = time.monotonic() - start
     info = {
         "command": command,

@@ -26,29 +26,14 @@ from typing import Any
 
 import torch
 
-from openreg_lab.device import _cuda_nvtx, _cuda_visible
+from openreg_lab.device import _cuda_memory, _cuda_nvtx, _cuda_visible
+from openreg_lab.device._allocator_settings import set_memory_fraction
+from openreg_lab.device._cuda_errors import not_mapped
 from openreg_lab.device._devices import device as openreg_device
 from openreg_lab.device._devices import device_index
 from openreg_lab.device._properties import get_device_properties
 
-
-class CudaNotMappedError(NotImplementedError):
-    """A CUDA call that ``from_cuda()`` cannot send to openreg."""
-
-
-CudaNotMappedError.__module__ = "openreg_lab"
-
 REAL_CUDA: types.ModuleType = torch.cuda
-
-
-def not_mapped(what: str, instead: str = "") -> CudaNotMappedError:
-    """The error for ``what`` (a call, named as written), with what to use instead if anything."""
-    advice = instead or "guard or remove the call to run the script on openreg"
-    return CudaNotMappedError(
-        f"{what} has no openreg counterpart, so openreg_lab.from_cuda() (run --from-cuda) cannot map it "
-        "(it maps devices, streams, events, memory statistics, device properties, random seeds, amp and "
-        f"NVTX labels): {advice}"
-    )
 
 
 #: What to use instead of some unmapped names (the default advice is to guard the call).
@@ -57,6 +42,7 @@ _INSTEAD = {
     "graph": "run the captured code eagerly (or torch.compile it without mode='reduce-overhead')",
     "make_graphed_callables": "call the module itself",
     "jiterator": "write the elementwise function as torch operations (torch.compile fuses them)",
+    **_cuda_memory.INSTEAD,
 }
 
 #: Submodules whose API has names with a leading underscore: ``torch.cuda.jiterator._create_jit_fn``
@@ -201,20 +187,15 @@ def _current_blas_handle() -> int:
     return 0
 
 
-_SIZES: dict[int, int] = {}  # device index -> its memory before a fraction first capped it
-
-
 def _set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
-    """CUDA's cap as a share of the device's memory: openreg's memory limit at that many bytes. The
-    share is of the device's memory before the first such call (its ``OPENREG_MEMORY_LIMIT``, or host
-    RAM), so that calls do not compound (openreg reports a cap as the device's total)."""
-    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 <= fraction <= 1:
+    """CUDA's cap as a share of the device's memory: openreg's memory limit at that many bytes
+    (``_allocator_settings.set_memory_fraction``)."""
+    try:
+        set_memory_fraction(fraction, device_index(device))
+    except ValueError:
         raise ValueError(
             f"set_per_process_memory_fraction: the fraction must be within [0, 1], got {fraction!r}"
-        )
-    index = device_index(device)
-    size = _SIZES.setdefault(index, get_device_properties(index).total_memory)
-    torch.openreg.set_memory_limit(max(int(fraction * size), 1), index)  # 0: every allocation fails
+        ) from None
 
 
 @functools.cache
@@ -249,6 +230,7 @@ _EXTRA: dict[str, Callable[[], Any]] = {
     "is_current_stream_capturing": lambda: lambda: False,  # no CUDA graph is ever captured
     "get_arch_list": lambda: lambda: [],  # no CUDA architecture, as a build without CUDA says
     "OutOfMemoryError": lambda: torch.OutOfMemoryError,
+    "memory_snapshot": lambda: _cuda_memory.memory_snapshot,
     "amp": lambda: REAL_CUDA.amp,
 }
 
@@ -281,6 +263,11 @@ def _resolve(real_module: types.ModuleType, prefix: str, name: str) -> Any:
     qualname = prefix + name
     if prefix in _UNDERSCORED_API and getattr(real, "__module__", "") == real_module.__name__:
         return _stand_in(qualname, real)  # the jiterator compiles CUDA C++: nothing to map it to
+    if prefix == "memory." and name.startswith("_"):  # Note [torch.cuda.memory's private names]
+        mapped = _cuda_memory.mapped(name)
+        if mapped is not None:
+            return mapped
+        return _stand_in(qualname, real) if _cuda_memory.is_cuda_call(real) else real
     if name.startswith("_") or (isinstance(real, type) and issubclass(real, BaseException)):
         return real  # torch's internals and CUDA's exception types
     if isinstance(real, types.ModuleType):

@@ -265,6 +265,9 @@ def _set_process_default(name: str, value: object) -> None:
 # that changes nothing and whose uuid hashes the files of its code generators: this module, the
 # layouts its fake kernels predict (``_layouts.py``: the generated code asserts them) and the lab's
 # subclasses of its classes (Note [The lab's seam in Python]); any change to them is a new key.
+# The lab's wrapper also writes what the graph knows beyond its code into the code (the user's line
+# of each buffer's node: Note [The node an allocation is for]); the uuid adds the lab's key of the
+# graph being compiled (_seam.cache_key), so a graph from other lines is not served stale code.
 
 
 class CodegenVersion(CustomGraphModulePass):
@@ -275,7 +278,7 @@ class CodegenVersion(CustomGraphModulePass):
         return None
 
     def uuid(self) -> bytes:
-        return get_hash_for_files((__file__, _layouts.__file__, *_seam.code_files()))
+        return get_hash_for_files((__file__, _layouts.__file__, *_seam.code_files())) + _seam.cache_key()
 
 
 def register() -> None:

@@ -15,7 +15,9 @@ here, at registration (``_compile.register``):
 
 Beside compilation, the labels a script names for a profiler (NVTX ranges and marks, which
 ``from_cuda()`` maps: ``_cuda_nvtx.py``) reach :func:`label`; the package's top gives it the lab's
-``openreg_lab.mark`` through :func:`on_label` at import, as Nsight attaches to NVTX.
+``openreg_lab.mark`` through :func:`on_label` at import, as Nsight attaches to NVTX. Likewise
+``torch.cuda.memory``'s history and snapshots under ``from_cuda()`` are the lab's
+``openreg_lab.memory`` functions, given through :func:`on_memory`.
 
 The defaults are no-ops: with nothing attached, the template registers its own classes and a
 label goes nowhere, as NVTX's calls do with no tool attached. The lab
@@ -31,6 +33,7 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import Callable
+from typing import Any
 
 #: The template's classes the lab may derive from: ``"Scheduling"``, ``"PythonWrapperCodegen"``.
 SUBCLASSED = ("Scheduling", "PythonWrapperCodegen")
@@ -41,6 +44,8 @@ _factories: dict[str, Callable[[type], type]] = {}
 _made: dict[str, tuple[type, type]] = {}  # name -> (template class, the class given to Inductor)
 _on_registered: list[Callable[[], None]] = []
 _label: list[Callable[[str], None]] = []  # the lab's label sink, if attached
+_memory: list[Callable[[str], Callable[..., Any] | None]] = []  # the lab's memory functions, if attached
+_cache_key: list[Callable[[], bytes]] = []  # the lab's part of Inductor's cache key, if attached
 
 
 def use_lab(loader: Callable[[], None]) -> None:
@@ -56,9 +61,12 @@ def attach(
     *,
     subclasses: dict[str, Callable[[type], type]] | None = None,
     on_registered: Callable[[], None] | None = None,
+    cache_key: Callable[[], bytes] | None = None,
 ) -> None:
     """Attach the lab: ``subclasses`` maps a name of :data:`SUBCLASSED` to a function deriving the
-    class given to Inductor from the template's; ``on_registered`` runs at each registration.
+    class given to Inductor from the template's; ``on_registered`` runs at each registration;
+    ``cache_key`` gives what Inductor's cache key must hold of the graph being compiled beside the
+    code generators' files (what the lab's subclasses write into the code from the graph).
 
     Called by the loader of :func:`use_lab`, which runs before the first registration hands Inductor
     its classes: subclasses attached after it would reach Inductor only at a new registration."""
@@ -70,6 +78,8 @@ def attach(
             _made.pop(name, None)
         if on_registered is not None and on_registered not in _on_registered:
             _on_registered.append(on_registered)
+        if cache_key is not None:
+            _cache_key[:] = [cache_key]
 
 
 def load() -> None:
@@ -100,6 +110,13 @@ def registered() -> None:
         callback()
 
 
+def cache_key() -> bytes:
+    """The lab's part of Inductor's cache key for the graph being compiled (empty with nothing
+    attached): Note [Inductor's cache knows openreg's code generators] in ``_inductor.py``."""
+    with _lock:
+        return b"".join(key() for key in _cache_key)
+
+
 def code_files() -> list[str]:
     """The files of the lab's attached subclass factories: what Inductor's cache is keyed on besides
     the template's own (Note [Inductor's cache knows openreg's code generators] in ``_inductor.py``)."""
@@ -117,3 +134,17 @@ def label(name: str) -> None:
     sink records it; with nothing attached it goes nowhere."""
     for sink in _label:
         sink(name)
+
+
+def on_memory(lookup: Callable[[str], Callable[..., Any] | None]) -> None:
+    """Look the lab's memory functions up with ``lookup`` (the package's top gives
+    ``openreg_lab.memory``'s): ``torch.cuda.memory._snapshot`` and friends under ``from_cuda()``
+    (Note [torch.cuda.memory's private names] in ``_cuda_memory.py``)."""
+    _memory[:] = [lookup]
+
+
+def memory_function(name: str) -> Callable[..., Any] | None:
+    """The lab's memory function ``name`` (``_snapshot``, ...), or None with nothing attached."""
+    for lookup in _memory:
+        return lookup(name)
+    return None

@@ -21,7 +21,10 @@ Inside the block:
 * ``torch.cuda`` is replaced by a module whose devices, streams, events, memory statistics, device
   properties and random functions are ``torch.openreg``'s; ``torch.cuda.amp`` (autocast,
   GradScaler) works; ``torch.cuda.nvtx``'s ranges and marks are marks in an open trace (Note
-  [NVTX labels] in ``_cuda_nvtx.py``). Every other ``torch.cuda`` name still resolves, classes as
+  [NVTX labels] in ``_cuda_nvtx.py``); ``torch.cuda.memory``'s history and snapshots
+  (``_record_memory_history``, ``_snapshot``, ``_dump_snapshot``) are ``openreg_lab.memory``'s and
+  ``_set_allocator_settings`` applies what openreg's allocator can (Note [torch.cuda.memory's
+  private names] in ``_cuda_memory.py``). Every other ``torch.cuda`` name still resolves, classes as
   classes, and raises ``CudaNotMappedError`` naming the call only when called (CUDA graphs,
   ``tunable``, ...): Note [Every torch.cuda name resolves] in ``_cuda_module.py``.
 * ``torch.autocast("cuda")``, ``torch.amp.autocast("cuda")`` and ``torch.amp.GradScaler("cuda")``
@@ -55,7 +58,7 @@ from contextlib import contextmanager
 import torch
 
 from openreg_lab.device import _cuda_entries, _cuda_module, _cuda_visible, _devices
-from openreg_lab.device._cuda_module import CudaNotMappedError
+from openreg_lab.device._cuda_errors import CudaNotMappedError
 
 __all__ = ["CudaNotMappedError", "from_cuda"]
 

@@ -9,6 +9,8 @@
 - ``breakdown``: fallback costs, copies over time, casts by op, memory peaks
 - ``flows``: the dispatch flows of the op calls; ``lookup``: one event's details, source lines
 - ``files``: the ``.trace`` file format; ``chrome``: the Chrome Trace Event export
+- ``history``: the memory history (``openreg_lab.memory._record_memory_history``); ``snapshot``,
+  ``trace_snapshot``: PyTorch's memory snapshot of it, or of a trace (``_snapshot_pickle`` writes it)
 
 Nothing here imports the views (Note [Views are plugged in] in ``session``).
 """

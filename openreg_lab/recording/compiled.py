@@ -9,6 +9,9 @@ imports Inductor. :func:`attach` derives from the template's classes (``openreg_
   ``_trace_compiled_begin`` / ``_trace_scope_end`` around each kernel call (one relaxed atomic load
   each when no trace is open; ``csrc/trace/Compiled.h``), and wraps its ``call`` in the graph's
   region (``compiled_runtime.py``);
+- each buffer it allocates is bracketed by ``_openreg_node(frame, source)`` ... ``(0, 0)`` where
+  its FX node records the user's line (Note [The node an allocation is for]): the allocation's
+  event takes that line as its source, and its memory-history stack that line as a frame;
 
 and registers the compile, recompile and graph-break callbacks with Dynamo at each registration
 (``compile_events.py``).
@@ -16,6 +19,10 @@ and registers the compile, recompile and graph-break callbacks with Dynamo at ea
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
+import sys
 from typing import Any
 
 import torch
@@ -46,6 +53,48 @@ def fused_ops(nodes: Any) -> str:
     return ", ".join(names)
 
 
+def node_source(buffer: Any) -> tuple[str, int, str] | None:
+    """The user's line an Inductor buffer is for: the innermost frame outside torch of the stack
+    trace Dynamo recorded for the last of its FX nodes that has one (Note [The node an allocation is
+    for] in csrc/trace/Compiled.h), as (file, line, function); None when no node records one."""
+    origins = [n for n in getattr(buffer, "origins", ()) or () if n.meta.get("stack_trace")]
+    if not origins:
+        return None
+    order = {n: i for i, n in enumerate(origins[0].graph.nodes)}
+    return _user_frame(max(origins, key=lambda n: order.get(n, -1)).meta["stack_trace"])
+
+
+def _user_frame(stack_trace: str) -> tuple[str, int, str] | None:
+    """The innermost frame outside torch of an FX node's ``stack_trace``."""
+    for file, line, function in reversed(_FRAME.findall(stack_trace)):
+        if not file.startswith(_TORCH):
+            return file, int(line), function
+    return None
+
+
+_FRAME = re.compile(r'^\s*File "(.*)", line (\d+), in (.*)$', re.M)
+_TORCH = os.path.dirname(torch.__file__) + os.sep
+
+
+def cache_key() -> bytes:
+    """The user's lines of the nodes of the graph Inductor is keying its cache on, which the wrapper
+    writes into the code (Note [Inductor's cache knows openreg's code generators] in
+    ``device/_inductor.py``): a graph of the same code from other lines gets its own key.
+
+    Inductor computes the key in ``FxGraphHashDetails(gm, ...)``, which asks openreg's custom pass
+    for its uuid, and through it the seam for this: the graph is that object's, up the stack."""
+    from torch._inductor.codecache import FxGraphHashDetails
+
+    frame = sys._getframe(1)
+    while frame is not None and not isinstance(frame.f_locals.get("self"), FxGraphHashDetails):
+        frame = frame.f_back
+    gm = getattr(frame.f_locals["self"], "gm", None) if frame is not None else None
+    if gm is None:
+        return b""
+    lines = [(n.name, _user_frame(n.meta.get("stack_trace") or "")) for n in gm.graph.nodes]
+    return hashlib.sha256(repr(lines).encode("utf-8", "surrogatepass")).digest()
+
+
 def traced_scheduling(template: type) -> type:
     """The template's Scheduling, remembering which ops each kernel fused for the traced wrapper."""
 
@@ -69,6 +118,7 @@ def traced_wrapper(template: type) -> type:
             super().__init__()
             self.fused: dict[str, str] = {}
             self._interned: dict[str, str] = {}
+            self._nodes: dict[tuple[str, int, str], str] = {}
 
         def write_header(self) -> None:
             super().write_header()
@@ -77,6 +127,7 @@ def traced_wrapper(template: type) -> type:
                 import {RUNTIME} as _openreg
                 _openreg_begin = _openreg.compiled_begin
                 _openreg_end = _openreg.compiled_end
+                _openreg_node = _openreg.node
                 """,
                 strip=True,
             )
@@ -88,6 +139,20 @@ def traced_wrapper(template: type) -> type:
                 self._interned[text] = var
                 self.header.writeline(f"{var} = _openreg.intern({text!r})")
             return self._interned[text]
+
+        def make_buffer_allocation(self, buffer: Any) -> str:
+            """The allocation, its FX node's line named to the recorder while it runs (Note [The
+            node an allocation is for])."""
+            line = super().make_buffer_allocation(buffer)
+            device = buffer.get_device()
+            source = node_source(buffer) if device is not None and device.type == DEVICE else None
+            if source is None:
+                return line
+            if source not in self._nodes:
+                var = f"_openreg_n{len(self._nodes)}"
+                self._nodes[source] = var
+                self.header.writeline(f"{var} = _openreg.node_frame{source!r}")
+            return f"_openreg_node(*{self._nodes[source]}); {line}; _openreg_node(0, 0)"
 
         def _generate_kernel_call_helper(
             self, kernel_name: str, call_args: Any, *, device: Any = None, **kwargs: Any
@@ -117,4 +182,5 @@ def attach() -> None:
     _seam.attach(
         subclasses={"Scheduling": traced_scheduling, "PythonWrapperCodegen": traced_wrapper},
         on_registered=compile_events.install,
+        cache_key=cache_key,
     )

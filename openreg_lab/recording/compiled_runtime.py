@@ -18,6 +18,10 @@ from openreg_lab import _C
 intern: Callable[[str], int] = _C._trace_intern
 compiled_begin: Callable[[int, int, int], int] = _C._trace_compiled_begin
 compiled_end: Callable[[int], None] = _C._trace_scope_end
+#: Note [The node an allocation is for]: (frame, source) of an FX node's line, made when the module
+#: loads, and the call naming it to the allocations that follow (0, 0: none).
+node_frame: Callable[[str, int, str], tuple[int, int]] = _C._memory_node_frame
+node: Callable[[int, int], None] = _C._memory_node
 #: Runs a graph's call as torch runs an eager call: its C++ warnings become Python warnings
 #: (Note [Warnings from compiled code] in csrc/python/Trace.cpp).
 call_with_python_warnings: Callable[[Any, Any], Any] = _C._call_with_python_warnings

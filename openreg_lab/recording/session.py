@@ -39,6 +39,8 @@ from openreg_lab.recording import events as _events
 from openreg_lab.recording import host as _host
 from openreg_lab.recording import modules as _modules
 from openreg_lab.recording import verdict as _verdict
+from openreg_lab.recording._strings import interned_count as _interned_count
+from openreg_lab.recording._strings import strings as _strings
 
 if TYPE_CHECKING:
     from openreg_lab.recording.events import Columns
@@ -190,31 +192,6 @@ def trace(
     open trace records all ops.
     """
     return Trace(record_shapes=record_shapes, stack=stack, capacity=capacity, ops=ops, steps=steps, host=host)
-
-
-_strings: list[str] = []  # every string the recorder interned so far, by id
-_strings_lock = threading.Lock()
-
-
-def _new_strings_lock_in_child() -> None:
-    # Another thread may have held the lock when the process forked: the child would wait for it
-    # for ever (Note [The recorder across fork] in csrc/trace/Recorder.cpp). The list is whole:
-    # it only grows by extend(), under the GIL.
-    global _strings_lock
-    _strings_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_new_strings_lock_in_child)
-
-
-def _interned_count() -> int:
-    """How many strings are interned now, fetching only those added since the last call.
-
-    Ids only grow, so a trace's strings are the first ``n`` of ``_strings`` whatever is interned later.
-    """
-    with _strings_lock:
-        _strings.extend(_C._trace_strings(len(_strings)))
-        return len(_strings)
 
 
 MAX_CAPACITY = 2**63 - 1  # the recorder counts events in 64 bits, and adds capacities

@@ -7,6 +7,7 @@ Its generated code is read back (``run_and_get_code``) to know exactly which ker
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import torch
 from torch._inductor.utils import run_and_get_code
 
 import openreg_lab
+import openreg_lab.memory
 from openreg_lab import theme
 from openreg_lab.recording import lookup
 from openreg_lab.views.comparison import compare_table
@@ -89,6 +91,50 @@ def test_ops_compiled_code_still_dispatches_are_recorded_under_the_graph_call(co
     # the sorted input to the CPU; values (float32) and indices (int64) back: 4 x 8 each
     assert copies.name.tolist() == ["D2H", "H2D", "H2D"]
     assert copies.bytes.tolist() == [128, 128, 256]
+
+
+def test_allocations_of_compiled_code_belong_to_its_graph_and_name_their_nodes_line(compiled):
+    fn, code, args = compiled
+    lines = inspect.getsource(_f).splitlines()
+    matmul = _f.__code__.co_firstlineno + next(i for i, text in enumerate(lines) if "(x @ w)" in text)
+    # the mm's output is the one buffer the code allocates (the sort allocates its own, the add
+    # reuses the sort's): its allocation names its node's line
+    assert code.count("; _openreg_node(0, 0)") == 1
+    openreg_lab.memory._record_memory_history()
+    try:
+        ev = _trace(fn, args)
+        snap = openreg_lab.memory._snapshot()
+    finally:
+        openreg_lab.memory._record_memory_history(enabled=None)
+    region = int(ev[(ev.kind == "compiled") & ev.fused.isna()].id.iloc[0])
+    allocs = ev[ev.kind == "alloc"]
+    assert len(allocs) >= 3  # the mm's output, the sort's values and indices (and its host copies)
+    for parent in allocs.parent:  # every allocation of the call is inside the graph's region
+        while parent not in (-1, region):
+            parent = int(ev.parent.iloc[parent])
+        assert parent == region
+    assert allocs.source.dropna().tolist() == [f"{__file__}:{matmul}"]
+    ours = {int(a) for a in allocs.address}
+    entries = [e for e in snap["device_traces"][0] if e["action"] == "alloc" and e["addr"] in ours]
+    named = [
+        (e["frames"][0]["line"], e["frames"][1]["name"]) for e in entries if e["frames"][0]["name"] == "_f"
+    ]
+    assert named == [(matmul, "call")]  # the node's line, then the generated code's call
+
+
+def test_the_same_code_compiled_from_other_lines_names_its_own_lines(tmp_path):
+    # Inductor's caches key on the graph's code: the lines the wrapper writes in are in the key too.
+    sources = []
+    for pad in (0, 3):
+        name = str(tmp_path / f"g{pad}.py")
+        scope: dict[str, object] = {}
+        exec(compile("\n" * pad + "def g(x, w):\n    return (x @ w) + 1\n", name, "exec"), scope)
+        fn = torch.compile(scope["g"])
+        args = (torch.randn(4, 8, device="openreg"), torch.randn(8, 8, device="openreg"))
+        fn(*args)
+        ev = _trace(fn, args)
+        sources.append(sorted(ev.loc[ev.kind == "alloc", "source"].dropna()))
+    assert sources == [[f"{tmp_path}/g0.py:2"], [f"{tmp_path}/g3.py:5"]]
 
 
 def test_compare_eager_with_compiled_shows_what_fused_what_still_dispatches_and_falls_back(compiled):

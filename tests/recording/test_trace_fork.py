@@ -19,10 +19,10 @@ SCRIPT = """
 import os, signal, threading, time, traceback, warnings
 import torch, openreg_lab
 from openreg_lab import _C
-from openreg_lab.recording import session
+from openreg_lab.recording import _strings, session
 
 def hold_python_lock(holding, release):
-    with session._strings_lock:
+    with _strings._lock:
         holding.set()
         release.wait(30)
 

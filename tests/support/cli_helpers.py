@@ -16,21 +16,30 @@ def env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO) + (os.pathsep + path if path else "")}
 
 
-def run_module(module: str, *args: str | os.PathLike[str], cwd: Path, timeout: float = 60):
-    """Run ``python -m module args`` in ``cwd``; return the completed process (text output)."""
+def run_module(
+    module: str,
+    *args: str | os.PathLike[str],
+    cwd: Path,
+    timeout: float = 60,
+    extra_env: dict[str, str] | None = None,
+):
+    """Run ``python -m module args`` in ``cwd`` (with ``extra_env`` set); return the completed process
+    (text output)."""
     return subprocess.run(
         [sys.executable, "-m", module, *map(str, args)],
         cwd=cwd,
-        env=env(),
+        env={**env(), **(extra_env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,
     )
 
 
-def openreg_lab(*args: str | os.PathLike[str], cwd: Path, timeout: float = 60):
-    """Run ``python -m openreg_lab args`` in ``cwd``."""
-    return run_module("openreg_lab", *args, cwd=cwd, timeout=timeout)
+def openreg_lab(
+    *args: str | os.PathLike[str], cwd: Path, timeout: float = 60, extra_env: dict[str, str] | None = None
+):
+    """Run ``python -m openreg_lab args`` in ``cwd`` (with ``extra_env`` set)."""
+    return run_module("openreg_lab", *args, cwd=cwd, timeout=timeout, extra_env=extra_env)
 
 
 def table_rows(text: str, title: str) -> list[list[str]]:
