@@ -162,6 +162,11 @@ def build(c: Columns, observed: Observed | None) -> Allocations:
     s_dev, s_addr, s_alloc, s_id = m_dev[order], m_addr[order], m_alloc[order], mem[order]
     same = (s_dev[1:] == s_dev[:-1]) & (s_addr[1:] == s_addr[:-1])  # k and k + 1 name one block
     problems: list[str] = []
+    if len(mem) and not m_addr.any():
+        problems.append(
+            "its allocations and frees name no block (a trace file of format version 1, from before "
+            "they did): which free ends which allocation is unknown; record the trace again"
+        )
     # An alloc ends at the next event on its block: its free, or (events missing) another alloc.
     a_k = np.flatnonzero(s_alloc)
     nxt = a_k + 1

@@ -222,9 +222,9 @@ def test_files_keep_the_observations_and_older_files_still_add_up(tmp_path, no_g
     assert (unexplained["id"], unexplained["block_bytes"], unexplained["category"]) == (-1, start, "unknown")
 
 
-def _rewrite(src, dst, **arrays: np.ndarray) -> None:
+def _rewrite(src, dst, drop: tuple[str, ...] = (), **arrays: np.ndarray) -> None:
     with np.load(src) as data:
-        out = {k: data[k] for k in data.files}
+        out = {k: data[k] for k in data.files if not k.startswith(drop or ("\0",))}
     out.update(arrays)
     with open(dst, "wb") as f:
         np.savez(f, **out)
@@ -285,3 +285,30 @@ def test_each_ranks_peak_side_by_side(no_gc):
     assert live.groupby("rank")["block_bytes"].sum().tolist() == [peaks[1], peaks[0]]
     with pytest.raises(ValueError, match="needs at least one trace"):
         memory_ranks.peaks_by_rank([])
+
+
+def test_a_version_1_file_says_its_allocations_cannot_be_paired(tmp_path):
+    import json
+
+    t, *_ = _training(steps=1)
+    t.save(tmp_path / "v2.trace")
+    with np.load(tmp_path / "v2.trace") as data:
+        kind, dispatch = data["f_kind"], data["f_dispatch"].copy()
+        header = json.loads(bytes(data["header"]).decode())
+    memory = np.isin(kind, [5, 6, 13, 14])  # before version 2 a memory event named no block
+    dispatch[memory] = 0
+    header["version"] = 1
+    del header["memory"]
+    _rewrite(
+        tmp_path / "v2.trace",
+        tmp_path / "v1.trace",
+        ("o_", "b_"),  # nor the memory observations
+        f_dispatch=dispatch,
+        f_reserved=np.zeros_like(dispatch),
+        header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
+    )
+    m = openreg_lab.load_trace(tmp_path / "v1.trace").memory()
+    assert not m.complete
+    assert m.problems[0].startswith(
+        "its allocations and frees name no block (a trace file of format version 1"
+    )
