@@ -9,15 +9,19 @@ that address at that time. The moments:
 - the outermost module's forward returning (``modules.py`` calls ``saw_root``): the tensors it was
   called with are inputs; the first time a module is seen, its parameters and buffers;
 - an optimizer's step (torch's global optimizer step pre hook): its parameters, the first time;
-- each training step's end (``steps.listen``): every known parameter's ``.grad``; the optimizer's
-  state when it gained entries (state is made at the first step and updated in place after);
-- the trace's end: parameters, buffers, gradients and optimizer state, all again.
+- each training step's end (``steps.listen``) and the trace's end: every known parameter's
+  ``.grad``; the optimizer's state when it gained entries (state is made at the first step and
+  updated in place after).
+
+Parameters, buffers and optimizer state are noted once: a storage replaced later in the trace (a
+model cast with ``.to(dtype)`` inside it, state an optimizer makes anew each step) is not.
 
 The blocks every device holds when the trace opens (``_C._memory_blocks``) are kept too: the memory
 allocated before the trace, which the allocations live at its peak include.
 
-The observations cost a few microseconds a step (a ``.grad`` and an address per parameter) and
-nothing when no trace is open. They are plain arrays (``Observed``), saved in the trace file.
+The observations cost about a microsecond a parameter a step (its ``.grad`` and an address), some
+tens of microseconds a trace, and nothing when no trace is open. They are plain arrays
+(``Observed``), saved in the trace file.
 """
 
 from __future__ import annotations
@@ -89,37 +93,42 @@ class Watch:
         self.category.extend([category] * len(found))
 
     def add_module(self, now: int, module: torch.nn.Module) -> None:
-        """A module seen for the first time: keep it, and note its parameters and buffers."""
+        """A module seen for the first time: keep it, and note its new parameters and its buffers."""
         self.roots[id(module)] = weakref.ref(module)
-        params = list(module.parameters())
-        for p in params:
-            if self.params.get(id(p), _dead)() is not p:
-                self.params[id(p)] = weakref.ref(p)
-        self.add(now, [*params, *module.buffers()], PARAMETER)
+        params, buffers = _tensors_of(module)
+        self.add(now, [*self._new(params), *buffers], PARAMETER)
 
     def add_optimizer(self, now: int, optimizer: Any) -> None:
-        """An optimizer seen for the first time: keep it, and note its parameters."""
+        """An optimizer seen for the first time: keep it, and note its new parameters."""
         self.optimizers[id(optimizer)] = (weakref.ref(optimizer), -1)
-        params = [p for group in optimizer.param_groups for p in group["params"]]
+        self.add(now, self._new([p for group in optimizer.param_groups for p in group["params"]]), PARAMETER)
+
+    def _new(self, params: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The parameters of ``params`` not known yet, now known."""
+        out = []
         for p in params:
             if self.params.get(id(p), _dead)() is not p:
                 self.params[id(p)] = weakref.ref(p)
-        self.add(now, params, PARAMETER)
+                out.append(p)
+        return out
 
-    def sweep(self, now: int, everything: bool = False) -> None:
-        """A step ended (or, ``everything``, the trace): note the gradients, the optimizers' state
-        if it grew, and with ``everything`` the parameters and buffers again."""
-        params = [p for p in (r() for r in self.params.values()) if p is not None]
-        self.add(now, [p.grad for p in params if p.grad is not None], GRADIENT)
+    def sweep(self, now: int) -> None:
+        """A step (or the trace) ended: note the gradients, and the optimizers' state if it has new
+        entries."""
+        grads = []
+        for ref in self.params.values():
+            p = ref()
+            if p is not None:
+                g = p.grad
+                if g is not None:
+                    grads.append(g)
+        self.add(now, grads, GRADIENT)
         for key, (ref, seen) in list(self.optimizers.items()):
             opt = ref()
-            if opt is None or (len(opt.state) == seen and not everything):
+            if opt is None or len(opt.state) == seen:  # made at the first step, updated in place
                 continue
             self.optimizers[key] = (ref, len(opt.state))
             self.add(now, [v for state in opt.state.values() for v in state.values()], OPTIMIZER_STATE)
-        if everything:
-            modules = [m for m in (r() for r in self.roots.values()) if m is not None]
-            self.add(now, [*params, *(b for m in modules for b in m.buffers())], PARAMETER)
 
     def observed(self) -> Observed:
         """What was noted, as arrays (made at the first call: a trace's tables may never be read)."""
@@ -140,6 +149,23 @@ def _dead() -> None:
     return None
 
 
+def _tensors_of(module: torch.nn.Module) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The parameters and buffers of ``module`` and its submodules, read from their dicts: what
+    ``parameters()`` and ``buffers()`` give (repeats included), at a tenth of their cost."""
+    params: list[torch.Tensor] = []
+    buffers: list[torch.Tensor] = []
+    todo, seen = [module], set()
+    while todo:
+        m = todo.pop()
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        params += [p for p in m._parameters.values() if p is not None]
+        buffers += [b for b in m._buffers.values() if b is not None]
+        todo += [c for c in m._modules.values() if c is not None]
+    return params, buffers
+
+
 _lock = threading.Lock()
 _watches: list[Watch] = []
 
@@ -157,13 +183,14 @@ def open_watch() -> Watch:
 
 
 def close_watch(w: Watch) -> Watch:
-    """Stop observing for ``w``'s trace: note everything once more (``w.observed()`` is the result)."""
+    """Stop observing for ``w``'s trace: note the gradients and new optimizer state once more
+    (``w.observed()`` is the result)."""
     with _lock:
         if w in _watches:
             _watches.remove(w)
             if not _watches:
                 steps.unlisten(_step_ended)
-        w.sweep(int(_C._trace_now_ns()), everything=True)
+        w.sweep(int(_C._trace_now_ns()))
     return w
 
 
