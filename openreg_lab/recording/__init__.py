@@ -4,6 +4,10 @@
 - ``steps``: ``step()`` (and the optimizer hook calling it), the per-step table
 - ``host``: the host sampler (the traced threads' Python), ``Trace.host()``, the Python flame
 - ``verdict``, ``accounting``: the verdict, and where a step's wall time went
+- ``memory``: ``Trace.memory()``, where the device memory went (``allocations`` gives each
+  allocation its category, ``observations`` watches parameters, gradients, optimizer state and
+  inputs while a trace runs, ``memory_text`` explains an out-of-memory, ``memory_ranks`` puts ranks
+  side by side)
 - ``events``: the recorder's fixed-size records as numpy arrays; merging thread buffers
 - ``analysis``: the per-op summary (the one every view shows), fallbacks, copies, casts
 - ``breakdown``: fallback costs, copies over time, casts by op, memory peaks

@@ -189,3 +189,27 @@ def addresses(f: dict[str, np.ndarray]) -> np.ndarray:
     is_mem = np.isin(f["kind"], MEMORY_KINDS)
     address = f["dispatch"].astype(np.int64) | (f["reserved"].astype(np.int64) << 32)
     return np.where(is_mem, address, -1)
+
+
+def forward_links(f: dict[str, np.ndarray]) -> np.ndarray:
+    """For a backward node and the ops it ran: the id of the forward op that made the node.
+
+    The autograd node made by a forward op carries that op's sequence number; ops that made no node
+    share the number of the next one that did, so the maker is the last op with the number.
+    """
+    n = len(f["id"])
+    out = np.full(n, -1, dtype=np.int64)
+    kind, seq, parent = f["kind"], f["seq"], f["parent"]
+    makers = np.flatnonzero((kind == 0) & (seq >= 0))  # ops that may have made a node, by id
+    order = np.lexsort((makers, seq[makers]))  # by number, then id
+    makers, numbers = makers[order], seq[makers[order]].astype(np.int64)
+    nodes = np.flatnonzero((kind == 1) & (seq >= 0))
+    # The last maker with the node's number and an id below the node's.
+    at = np.searchsorted(numbers * (n + 1) + makers, seq[nodes].astype(np.int64) * (n + 1) + nodes) - 1
+    found = at >= 0
+    found[found] = numbers[at[found]] == seq[nodes[found]]
+    out[nodes[found]] = makers[at[found]]
+    inside = (parent >= 0) & (kind == 0)
+    inside &= kind[np.maximum(parent, 0)] == 1
+    out[inside] = out[parent[inside]]
+    return out

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from openreg_lab.recording import _archive, _atomic
+from openreg_lab.recording import _archive, _atomic, _memory_file
 from openreg_lab.recording.events import (
     EVENT_DTYPE,
     KERNELS,
@@ -28,6 +28,7 @@ from openreg_lab.recording.events import (
     Columns,
 )
 from openreg_lab.recording.host import Samples
+from openreg_lab.recording.observations import Observed
 
 MAGIC = "openreg-lab trace"
 OPS = ("all", "kernels")  # trace(ops=...): where the op events came from
@@ -51,6 +52,7 @@ class Saved:
     job: dict[str, Any] | None = None  # run id, rank, world size (Note [A run id for every trace])
     samples: Samples | None = None  # host samples (trace(host=True)); None: not sampled
     step_sources: list[int] | None = None  # per step, the optimizer that ended it (steps.sources)
+    observed: Observed | None = None  # memory observations (Note [Memory observations in a trace file])
 
 
 def save(
@@ -68,6 +70,7 @@ def save(
     job: dict[str, Any] | None = None,
     samples: Samples | None = None,
     step_sources: list[int] | None = None,
+    observed: Observed | None = None,
 ) -> None:
     """Write the columns ``c`` of a trace and its settings to ``path`` (conventionally ``*.trace``),
     whole or not at all: a save that fails part way leaves the file that was there untouched."""
@@ -94,6 +97,9 @@ def save(
         arrays.update({f"n_{k}": getattr(samples, k) for k in Samples.NODE_FIELDS})
     if step_sources is not None:
         header["step_sources"] = step_sources
+    if observed is not None:  # Note [Memory observations in a trace file]
+        header["memory"], more = _memory_file.pack(observed)
+        arrays.update(more)
     # ensure_ascii: a lone surrogate (a file name's undecodable byte) is stored as its \\udcXX escape.
     arrays["header"] = np.frombuffer(json.dumps(header, ensure_ascii=True).encode(), dtype=np.uint8)
     with _atomic.replacing(path) as f:  # Note [Where an output may go]
@@ -115,6 +121,7 @@ def read(path: str | os.PathLike[str]) -> Saved:
                 raise _Damaged("it lacks the shapes pool (pool.npy)")
             pool = data.array("pool")
             host = {name: data.array(name) for name in data.names if name.startswith(("h_", "n_"))}
+            memory = {name: data.array(name) for name in data.names if name.startswith(_memory_file.PREFIXES)}
     except (_Damaged, _archive.DamagedMember) as d:
         problem: str | None = str(d)
     except _Version as v:
@@ -128,7 +135,11 @@ def read(path: str | os.PathLike[str]) -> Saved:
             "Trace.save(); the file may be truncated or of another kind"
         ) from None
     else:
-        problem = _damage(header, fields, pool) or _host_problem(header, host)
+        problem = (
+            _damage(header, fields, pool)
+            or _host_problem(header, host)
+            or _memory_file.problem(header, memory)
+        )
     if problem is not None:
         raise ValueError(
             f"{os.fspath(path)!r} is a damaged openreg-lab trace: {problem}. Trace files are written by "
@@ -148,6 +159,7 @@ def read(path: str | os.PathLike[str]) -> Saved:
         job=header.get("job"),  # checked by _job_problem; absent in files from before run ids
         samples=_samples_of(header, host),
         step_sources=header.get("step_sources"),
+        observed=_memory_file.unpack(header, memory),
     )
 
 

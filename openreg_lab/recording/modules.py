@@ -27,6 +27,7 @@ import torch
 from torch.nn.modules import module as _module
 
 from openreg_lab import _C
+from openreg_lab.recording import observations
 from openreg_lab.recording.events import KINDS
 
 _lock = threading.Lock()
@@ -56,7 +57,7 @@ def attach() -> None:
         _users += 1
         if _users == 1:
             _handles.append(_module.register_module_forward_pre_hook(_enter))
-            _handles.append(_module.register_module_forward_hook(_exit, always_call=True))
+            _handles.append(_module.register_module_forward_hook(_exit, with_kwargs=True, always_call=True))
             warnings.filterwarnings("ignore", message=_COMPILE_WARNING, category=UserWarning)
             _filter = warnings.filters[0]  # Note [Our module hooks and torch.compile's warning]
 
@@ -89,7 +90,9 @@ def _enter(module: torch.nn.Module, args: Any) -> None:
     _stack().append((module, _C._trace_now_ns()))
 
 
-def _exit(module: torch.nn.Module, args: Any, output: Any) -> None:
+def _exit(module: torch.nn.Module, args: Any, *rest: Any) -> None:
+    # (kwargs, output), or (output,) when the forward raised: torch calls an always_call hook
+    # without the keyword arguments then.
     if torch.compiler.is_compiling():
         return
     stack = _stack()
@@ -98,6 +101,8 @@ def _exit(module: torch.nn.Module, args: Any, output: Any) -> None:
         top, start = stack.pop()
         if top is module:
             _C._trace_module(_path_id(module, stack), start)
+            if not stack:  # the outermost module: its inputs and parameters (Note [Memory categories])
+                observations.saw_root(module, args, rest[0] if len(rest) == 2 else {})
             return
 
 
@@ -128,26 +133,30 @@ def _name(module: torch.nn.Module, path: str) -> tuple[int, str]:
     return found
 
 
-def module_of(f: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray:
-    """For each event in ``rows`` (sorted indices into the columns ``f``, as ``Columns.fields``),
-    the name id of the innermost module span around its start on its thread, or 0 (none ran)."""
-    kind, thread, start = f["kind"], f["thread"], f["start_ns"].astype(np.int64)
+def module_of(
+    f: dict[str, np.ndarray], rows: np.ndarray, pieces: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
+) -> np.ndarray:
+    """For each event in ``rows`` (indices into the columns ``f``, as ``Columns.fields``), the name id
+    of the innermost module span around its start on its thread, or 0 (none ran). ``pieces``: a
+    dict the caller keeps between calls on the same columns, so each thread's spans are cut once."""
+    kind, thread, start = f["kind"], f["thread"], f["start_ns"]
     out = np.zeros(len(rows), dtype=np.int64)
     spans = np.flatnonzero(kind == _MODULE)
     if not len(spans) or not len(rows):
         return out
-    for t in np.unique(thread[rows]):
-        mine = spans[thread[spans] == t]
-        if not len(mine):
+    pieces = {} if pieces is None else pieces
+    for t in np.unique(thread[rows]).tolist():
+        if t not in pieces:
+            # Spans nest: cut the thread's time into pieces, each owned by the innermost span open in it.
+            mine = spans[thread[spans] == t]
+            begin = start[mine].astype(np.int64)
+            pieces[t] = _pieces(begin, begin + f["dur_ns"][mine], f["name"][mine])
+        edges, owners = pieces[t]
+        if not len(edges):
             continue
-        # Spans nest: cut the thread's time into pieces, each owned by the innermost span open in it.
-        edges, owners = _pieces(start[mine], start[mine] + f["dur_ns"][mine], f["name"][mine])
-        at = rows[thread[rows] == t]
-        piece = np.searchsorted(edges, start[at], side="right") - 1
-        ok = piece >= 0
-        found = np.zeros(len(at), dtype=np.int64)
-        found[ok] = owners[piece[ok]]
-        out[np.searchsorted(rows, at)] = found
+        sel = thread[rows] == t
+        piece = np.searchsorted(edges, start[rows[sel]], side="right") - 1
+        out[sel] = np.where(piece >= 0, owners[np.maximum(piece, 0)], 0)
     return out
 
 
@@ -156,19 +165,21 @@ _MODULE = KINDS.index("module")
 
 def _pieces(begin: np.ndarray, end: np.ndarray, name: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Nested spans as a step function: piece i from edges[i] to edges[i+1] is owned by owners[i]
-    (the innermost span open there; 0: none)."""
+    (the innermost span open there; 0: none). Spans of one thread nest (forward hooks run in
+    stack order); a span's end hands the time back to the span around it."""
     order = np.lexsort((-end, begin))  # outer spans first where two start together
-    points: list[tuple[int, int, int]] = []
-    for i in order:
-        points.append((int(begin[i]), 1, int(i)))
-        points.append((int(end[i]), 0, int(i)))
-    points.sort(key=lambda p: (p[0], p[1]))  # ends before starts at the same time
-    edges, owners, stack = [], [], []
-    for time, is_start, i in points:
-        if is_start:
-            stack.append(i)
-        elif i in stack:
-            stack.remove(i)
-        edges.append(time)
-        owners.append(int(name[stack[-1]]) if stack else 0)
-    return np.asarray(edges, dtype=np.int64), np.asarray(owners, dtype=np.int64)
+    b, e, owner = begin[order], end[order], name[order].astype(np.int64)
+    n = len(b)
+    # A span's depth: the spans before it (in that order) still open when it begins.
+    depth = np.maximum(np.arange(n) - np.searchsorted(np.sort(e), b, side="right"), 0)
+    parent = np.full(n, -1, dtype=np.int64)  # the span around each: the last one a level up
+    for d in range(1, int(depth.max()) + 1 if n else 0):
+        at, up = np.flatnonzero(depth == d), np.flatnonzero(depth == d - 1)
+        k = np.searchsorted(up, at) - 1
+        parent[at[k >= 0]] = up[k[k >= 0]]
+    after_end = np.where(parent >= 0, owner[np.maximum(parent, 0)], 0)
+    # At one time: ends before begins; ends inner first (the outermost's parent owns what follows),
+    # begins outer first (the innermost owns what follows).
+    times = np.r_[e, b]
+    key = np.lexsort((np.r_[-depth, depth], np.r_[np.zeros(n), np.ones(n)], times))
+    return times[key].astype(np.int64), np.r_[after_end, owner][key]

@@ -37,7 +37,10 @@ from openreg_lab.recording import analysis, chrome, distributed, files, perfetto
 from openreg_lab.recording import compile_events as _compile_events
 from openreg_lab.recording import events as _events
 from openreg_lab.recording import host as _host
+from openreg_lab.recording import memory as _memory
+from openreg_lab.recording import memory_text as _memory_text
 from openreg_lab.recording import modules as _modules
+from openreg_lab.recording import observations as _observations
 from openreg_lab.recording import verdict as _verdict
 from openreg_lab.recording._strings import interned_count as _interned_count
 from openreg_lab.recording._strings import strings as _strings
@@ -144,6 +147,7 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
     t.host_sampling = saved.samples is not None
     t._samples = saved.samples
     t._step_sources = saved.step_sources or []
+    t._observed = saved.observed
     return t
 
 
@@ -272,6 +276,11 @@ class Trace:
         self._opener = 0  # the OS thread that opened the recording (its Python is sampled too)
         self._step_sources: list[int] = []  # per step: what ended it (steps.watch)
         self._host_slices: pd.DataFrame | None = None
+        # Note [Memory categories] in allocations.py: what the trace saw of the model, and its tables.
+        self._watch: _observations.Watch | None = None
+        self._closed_watch: _observations.Watch | None = None  # made into _observed when first read
+        self._observed: _observations.Observed | None = None
+        self._memory: _memory.Memory | None = None
 
     # -- recording ---------------------------------------------------------
     def __enter__(self) -> Trace:
@@ -300,6 +309,7 @@ class Trace:
         self._session = _C._trace_open(
             self.capacity, self.record_shapes, self.stack, _skip_prefixes(), self.ops == "kernels"
         )
+        self._watch = _observations.open_watch()
         if self.stack:  # where in the user's code: lines and modules (Note [Module spans])
             _modules.attach()
         steps.watch(self._step_sources)
@@ -338,6 +348,8 @@ class Trace:
         self._session = None
         if self.stack:
             _modules.detach()
+        if self._watch is not None:
+            self._closed_watch, self._watch = _observations.close_watch(self._watch), None
         self.job = distributed.current_job()
         steps.unwatch(self._step_sources)
         self._step_sources[:] = steps.sources(self._step_sources)
@@ -419,6 +431,8 @@ class Trace:
             _C._trace_close(session)
             if self.stack:
                 _modules.detach()
+            if getattr(self, "_watch", None) is not None:
+                _observations.close_watch(self._watch)
             sampler = getattr(self, "_sampler", None)
             if sampler is not None:
                 self._sampler = None
@@ -488,11 +502,28 @@ class Trace:
         The dashboard, the report and ``openreg-lab run`` show this same table."""
         return analysis.summary(self.events)
 
+    def memory(self) -> _memory.Memory:
+        """Where the device memory went: every allocation with its category, op, module and line,
+        what was live at the peak, per step, leaks and out-of-memory errors (``recording.memory``)."""
+        if self._memory is None:
+            self._memory = _memory.Memory(
+                self.columns, self._t0, self._seen(), dropped=self.dropped, capacity=self.capacity
+            )
+        return self._memory
+
+    def _seen(self) -> _observations.Observed | None:
+        """What the trace observed (Note [Memory categories]), as arrays once first read."""
+        if self._observed is None and self._closed_watch is not None:
+            self._observed, self._closed_watch = self._closed_watch.observed(), None
+        return self._observed
+
     def verdict(self) -> _verdict.Verdict:
         """The answer first: the share of the wall time (of the traced time with ``host=False``) in
         CPU fallbacks, copies and casts, the ops to implement first (by the time they would save)
         and the warnings that change how to read the rest. The report, the dashboard's header and
-        ``openreg-lab run`` lead with it."""
+        ``openreg-lab run`` lead with it. When an allocation failed in the trace, it opens with what
+        was live then, by category and line (``Trace.memory()``)."""
+        failed = bool((self.columns.fields["kind"] == _events.KINDS.index("oom")).any())
         return _verdict.verdict(
             self.events,
             dropped=self.dropped,
@@ -505,6 +536,7 @@ class Trace:
             host_sampling=self.host_sampling,
             step_sources=self._step_sources,
             thread_index=self._thread_index(),
+            oom=_memory_text.oom_lines(self.memory()) if failed else None,
         )
 
     @property
@@ -592,6 +624,7 @@ class Trace:
             job=None if self.job is None else self.job.as_dict(),
             samples=self.host_samples,
             step_sources=self._step_sources,
+            observed=self._seen(),
         )
 
     def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:
@@ -687,7 +720,7 @@ def _to_frame(c: Columns, t0: int) -> pd.DataFrame:
             "dtypes": arg_dtypes,
             "source": np.where(source > 0, strings[source], None),
             "seq": np.where(((f["kind"] <= 1) | (f["kind"] == _events.STEP)) & (f["seq"] >= 0), f["seq"], -1),
-            "forward": _forward_links(f),
+            "forward": _events.forward_links(f),
             "argument": np.where(is_cast, strings[np.where(is_cast, f["dispatch"], 0)], None),
             "cache_hit": np.where(is_cast, (f["flags"] & _events.CACHE_HIT) != 0, False),
             "total": np.where(is_mem, f["seq"], -1),
@@ -716,27 +749,3 @@ def _compiled_columns(f: dict[str, np.ndarray], strings: np.ndarray) -> dict[str
     """``fused``, ``graph`` and ``reason`` (``events.compiled_codes``) as text, None where absent."""
     codes = _events.compiled_codes(f)
     return {k: np.where(v > 0, strings[v], None) for k, v in codes.items()}
-
-
-def _forward_links(f: dict[str, np.ndarray]) -> np.ndarray:
-    """For a backward node and the ops it ran: the id of the forward op that made the node.
-
-    The autograd node made by a forward op carries that op's sequence number; ops that made no node
-    share the number of the next one that did, so the maker is the last op with the number.
-    """
-    n = len(f["id"])
-    out = np.full(n, -1, dtype=np.int64)
-    kind, seq, parent = f["kind"], f["seq"], f["parent"]
-    makers = np.flatnonzero((kind == 0) & (seq >= 0))  # ops that may have made a node, by id
-    order = np.lexsort((makers, seq[makers]))  # by number, then id
-    makers, numbers = makers[order], seq[makers[order]].astype(np.int64)
-    nodes = np.flatnonzero((kind == 1) & (seq >= 0))
-    # The last maker with the node's number and an id below the node's.
-    at = np.searchsorted(numbers * (n + 1) + makers, seq[nodes].astype(np.int64) * (n + 1) + nodes) - 1
-    found = at >= 0
-    found[found] = numbers[at[found]] == seq[nodes[found]]
-    out[nodes[found]] = makers[at[found]]
-    inside = (parent >= 0) & (kind == 0)
-    inside &= kind[np.maximum(parent, 0)] == 1
-    out[inside] = out[parent[inside]]
-    return out

@@ -7,7 +7,8 @@ their CPU compute apart),
 to copies and to autocast casts; the operators to implement first, ranked by the time a native
 kernel would save, each with its calls, bytes moved and source lines; where the wall time of step 0
 and of the median step went (device ops, compilation, host Python, waiting: Note [Accounting for
-the wall time] in ``accounting``); and the warnings that change how to read the rest.
+the wall time] in ``accounting``); and the warnings that change how to read the rest. When an
+allocation failed in the trace, it opens with what was live then (``memory_text.oom_lines``).
 ``str(verdict)`` is its text, as ``openreg-lab run`` prints it.
 """
 
@@ -62,6 +63,9 @@ class Verdict:
     iterations: str | None = None
     #: ``span_ns`` is the wall time (host sampling on), not only the ops' traced time.
     wall: bool = False
+    #: An allocation failed in the trace: what was live then, in words (``memory_text.oom_lines``);
+    #: the first line is the headline. Empty otherwise.
+    oom: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
@@ -71,6 +75,11 @@ class Verdict:
         return f"<openreg Verdict: {self.headline()}{first}>".replace("\n", " ")
 
     def headline(self) -> str:
+        """One sentence: what was live when an allocation failed, if one did (the trace's most
+        urgent news); else the fallbacks' share and the first operator to implement."""
+        return self.oom[0] if self.oom else self.fallbacks_headline()
+
+    def fallbacks_headline(self) -> str:
         """One sentence: the fallbacks' share and the first operator to implement."""
         fb = self.shares[0]
         time = "wall time" if self.wall else "traced time"
@@ -85,7 +94,9 @@ class Verdict:
 
     def lines(self) -> list[str]:
         """The verdict as plain text lines (the command line prints them)."""
-        out = [self.headline()]
+        out = [self.headline(), *self.oom[1:]]
+        if self.oom:
+            out.append(self.fallbacks_headline())
         out += [f"  {s.label}: {s.share:.1%} ({theme.format_ns(s.ns)}{s.detail})" for s in self.shares]
         if self.step:
             out.append(f"  {self.step}")
@@ -122,9 +133,10 @@ def verdict(
     host_sampling: bool = False,
     step_sources: list[int] | None = None,
     thread_index: dict[int, int] | None = None,
+    oom: list[str] | None = None,
 ) -> Verdict:
     """The verdict of a trace's events (``Trace.verdict()`` passes the trace's settings, its host
-    samples and what ended each step)."""
+    samples, what ended each step and, when an allocation failed, what was live then in words)."""
     span = analysis.span(events)
     wall = bool(host_sampling and samples is not None)
     if wall:  # the trace's wall time: from its start (0) to the last event's end or the last sample
@@ -191,6 +203,7 @@ def verdict(
         time=_wall_times(events, table, samples, t0, host_sampling, thread_index or {}),
         iterations=steps.per_iteration(step_sources or []),
         wall=wall,
+        oom=list(oom or []),
     )
 
 
