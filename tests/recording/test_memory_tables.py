@@ -195,13 +195,18 @@ def test_inputs_passed_by_keyword_and_parameters_seen_before_the_trace():
 
     net = Net().to("openreg")
     x = torch.randn(4, 8, device="openreg")  # made before the trace: observed, not inferred
-    with torch.no_grad(), openreg_lab.trace() as t:
+    with torch.no_grad(), openreg_lab.trace(stack=True) as t:  # module hooks see the call
         out = net(x=x)
     alloc = t.memory().allocations()
     before = alloc[alloc["id"] < 0].set_index("address")["category"]
     assert before[x.untyped_storage().data_ptr()] == "input"
     assert all(before[p.untyped_storage().data_ptr()] == "parameter" for p in net.parameters())
     assert alloc.loc[alloc["id"] >= 0, "category"].tolist() == ["unknown"]  # out: held, never freed
+    del out
+    with torch.no_grad(), openreg_lab.trace() as plain:  # no module hooks: the model is not seen
+        out = net(x=x)
+    alloc = plain.memory().allocations()
+    assert set(alloc.loc[alloc["id"] < 0, "category"]) == {"unknown"}
     del out
 
 
