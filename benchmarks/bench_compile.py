@@ -6,10 +6,10 @@
 - the first compile (Dynamo, AOTAutograd, Inductor and the C++ build) on openreg vs CPU, each in
   a fresh process with an empty Inductor cache;
 - the compiled step traced by openreg_lab (every op, and ops="kernels") vs untraced;
-- what the compiled step on openreg still moves: fallback events and copies (the ResNet-style CNN's
-  convolutions are native, Note [openreg's device DNN library]: none).
+- what the compiled step on openreg still moves: fallback events and copies (the CNNs' convolutions,
+  batch norms and pools are native, Note [openreg's device DNN library]: none).
 
-.venv/bin/python benchmarks/bench_compile.py [--only NAME]   (NAME: mlp, transformer or cnn)
+.venv/bin/python benchmarks/bench_compile.py [--only NAME]   (NAME: mlp, transformer, cnn or resnet)
 """
 
 from __future__ import annotations
@@ -33,12 +33,18 @@ from _models import cnn_case, training_cases
 from _timing import compare, fmt_time, print_table
 
 import openreg_lab
+from openreg_lab.examples.models import resnet
 
 
 def _cases():
-    """The shared training cases and the ResNet-style CNN."""
+    """The shared training cases, the ResNet-style CNN and the ResNet-18-shaped model, wide enough
+    (96 channels last) that Inductor's layout optimisation makes its graph channels-last."""
     yield from training_cases()
     yield cnn_case()
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(8, 3, 32, 32, generator=g), torch.randint(0, 10, (8,), generator=g)
+    yield "resnet", resnet((8, 16, 32, 96)), x, y, torch.nn.functional.cross_entropy
 
 
 def _step(model, x, y, loss_fn, compiled: bool):

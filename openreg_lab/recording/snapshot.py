@@ -45,14 +45,17 @@ def categories(source: Trace | history.History) -> dict[int, str]:
     ``autograd_detail``); an allocation it leaves out is ``unknown``.
 
     Keyed by allocation, not by address (an address is reused by allocation after allocation): for
-    a ``Trace``, the alloc event's id (``t.events["id"]``); for a ``History``, the alloc entry's
-    number since the history started (``appended - len(entries) + i`` for ``entries[i]``). A free
-    takes its allocation's category, and so does the live block it leaves or holds.
-
-    This is where ``recording/memory.py`` (issue 36, point 1: categories found from the modules, the
-    optimizers and autograd) plugs in; until it does, every allocation is ``unknown``.
+    a ``Trace``, the alloc event's id (``t.events["id"]``), with the category ``t.memory()`` gives
+    it (Note [Memory categories]). A free takes its allocation's category, and so does the live
+    block it leaves or holds. A ``History`` records the allocator's actions only, not the modules,
+    optimizers and autograd a category is found from: its allocations are ``unknown`` (a snapshot
+    with categories is a trace's, :func:`snapshot_of`).
     """
-    return {}
+    if isinstance(source, history.History):
+        return {}
+    a = source.memory().allocations()
+    made = a["id"].to_numpy() >= 0  # the blocks held before the trace have no alloc event
+    return dict(zip(a["id"].to_numpy()[made].tolist(), a["category"].to_numpy()[made].tolist(), strict=True))
 
 
 def snapshot(device: Any = None) -> dict[str, Any]:

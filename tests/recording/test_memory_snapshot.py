@@ -333,3 +333,35 @@ def test_a_trace_is_a_snapshot_of_its_memory_events():
     assert snap["dropped_entries"] == 0
     assert f"{len(snap['device_traces'][0])} entries" in _memory_viz.trace(snap)
     del x
+
+
+def test_a_traces_snapshot_carries_the_categories_of_its_memory_tables():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).to(
+        "openreg"
+    )
+    opt = torch.optim.Adam(model.parameters())
+    x = torch.randn(8, 16, device="openreg")
+    with openreg_lab.trace(stack=True, host=False) as t:
+        for _ in range(2):
+            opt.zero_grad()
+            model(x).square().mean().backward()
+            opt.step()
+    alloc = t.memory().allocations().set_index("id")
+    snap = memory.snapshot_of(t)
+    entries = [e for e in snap["device_traces"][0] if e["action"] == "alloc"]
+    made = t.events[t.events["kind"] == "alloc"]["id"].tolist()
+    assert len(entries) == len(made)
+    assert [e["category"] for e in entries] == alloc.loc[made, "category"].tolist()
+    found = {e["category"] for e in entries}
+    assert {"gradient", "optimizer_state", "activation"} <= found  # the step's own, by the tables' rules
+    by_address = {}
+    for e in snap["device_traces"][0]:
+        if e["action"] == "alloc":
+            by_address[e["addr"]] = e["category"]
+    held = [s for s in snap["segments"] if s["blocks"][0]["state"] == "active_allocated"]
+    for s in held:
+        if s["address"] in by_address:  # made in the trace: the block keeps its allocation's category
+            assert s["blocks"][0]["category"] == by_address[s["address"]]
+    grads = {p.grad.untyped_storage().data_ptr() for p in model.parameters()}
+    assert {by_address[a] for a in grads} == {"gradient"}
