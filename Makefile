@@ -1,7 +1,7 @@
 # The commands of the README. Each sets everything up first (idempotent).
 PY := .venv/bin/python
 
-.PHONY: demo lab test setup lint test-asan
+.PHONY: demo lab test test-all setup lint test-asan
 
 # Train the example LM on openreg, traced: prints the top fallbacks and writes report.html.
 demo: setup
@@ -13,6 +13,10 @@ lab: setup
 
 test: setup lint
 	$(PY) -m pytest
+
+# The slow tier too (long sweeps, the full Binder build): not in CI.
+test-all: setup lint
+	$(PY) -m pytest -m ''
 
 setup:
 	bash scripts/setup.sh

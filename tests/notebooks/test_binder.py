@@ -28,7 +28,7 @@ def _requirements(lines: list[str]) -> dict[str, SpecifierSet]:
     reqs: dict[str, SpecifierSet] = {}
     for line in lines:
         line = line.split("#", 1)[0].strip()
-        if line:
+        if line and not line.startswith("-"):  # pip's options: _options
             req = Requirement(line)
             name = canonicalize_name(req.name)
             assert name not in reqs, f"{req.name} is listed twice"
@@ -36,7 +36,12 @@ def _requirements(lines: list[str]) -> dict[str, SpecifierSet]:
     return reqs
 
 
-BINDER_REQS = _requirements((BINDER / "requirements.txt").read_text().splitlines())
+def _options(lines: list[str]) -> list[str]:
+    return [line.strip() for line in lines if line.strip().startswith("-")]
+
+
+BINDER_LINES = (BINDER / "requirements.txt").read_text().splitlines()
+BINDER_REQS = _requirements(BINDER_LINES)
 PROJECT_REQS = _requirements(PYPROJECT["project"]["dependencies"])
 BUILD_REQS = _requirements(PYPROJECT["build-system"]["requires"])
 TEST_REQS = _requirements(PYPROJECT["project"]["optional-dependencies"]["test"])
@@ -45,6 +50,13 @@ TEST_REQS = _requirements(PYPROJECT["project"]["optional-dependencies"]["test"])
 def test_binder_pins_the_cpu_torch_of_pyproject():
     assert str(BINDER_REQS["torch"]) == "==2.13.0"
     assert BINDER_REQS["torch"] == PROJECT_REQS["torch"] == BUILD_REQS["torch"]
+
+
+def test_binder_takes_torch_from_pytorchs_cpu_wheel_index():
+    """On PyPI torch 2.13.0's Linux wheel is the CUDA build: Binder names PyTorch's CPU index, as an
+    extra index (an --index-url would hide PyPI, where the other packages are), and nothing else."""
+    assert _options(BINDER_LINES) == [f"--extra-index-url {binder_build.CPU_INDEX}"]
+    assert binder_build.CPU_INDEX == "https://download.pytorch.org/whl/cpu"
 
 
 def test_binder_installs_every_runtime_dependency_with_the_same_versions():
@@ -84,7 +96,7 @@ def test_binder_postbuild_is_an_executable_script_that_stops_on_errors():
 
 
 @pytest.fixture(scope="module")
-def binder_env() -> BinderEnv:
+def binder_env() -> BinderEnv:  # the full build: its tests are in the slow tier
     reason = binder_build.can_build()
     if reason is not None:
         pytest.skip(reason)
@@ -93,6 +105,7 @@ def binder_env() -> BinderEnv:
     return env
 
 
+@pytest.mark.slow
 def test_binder_environment_imports_openreg_lab_from_the_notebooks_folder(binder_env: BinderEnv):
     code = (
         "import torch, openreg_lab, sys; "
@@ -110,6 +123,7 @@ def test_binder_environment_imports_openreg_lab_from_the_notebooks_folder(binder
     assert Path(prefix) == binder_env.venv
 
 
+@pytest.mark.slow
 def test_binder_environment_has_jupyterlab_and_the_views_dependencies(binder_env: BinderEnv):
     python = str(binder_env.venv / "bin" / "python")
     proc = binder_env.run(python, "-c", "import ipywidgets, plotly, anywidget, pandas, yaml")

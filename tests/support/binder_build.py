@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +27,31 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / "build" / "binder"
+#: PyTorch's CPU wheel index, which binder/requirements.txt names for torch.
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def _reachable(url: str, timeout: float = 5.0) -> bool:
+    """Whether a TCP connection to ``url``'s host opens within ``timeout`` seconds."""
+    host = url.split("/")[2]
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+    except OSError:
+        return False
+    return True
+
+
+def _requirements_here(checkout: Path) -> str:
+    """binder/requirements.txt as pip here can read it: without PyTorch's CPU index when this
+    machine cannot reach it (CI reaches only the package registries pip is configured with, which
+    offer the same CPU wheel); pip would wait out its timeout on each retry."""
+    path = checkout / "binder" / "requirements.txt"
+    if _reachable(CPU_INDEX):
+        return str(path)
+    lines = [line for line in path.read_text().splitlines() if CPU_INDEX not in line]
+    here = WORK / "requirements-here.txt"
+    here.write_text("\n".join(lines) + "\n")
+    return str(here)
 
 
 @dataclass
@@ -97,7 +123,7 @@ def build() -> BinderEnv:
     pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "-q"]
     step(
         "pip install -r binder/requirements.txt",
-        [*pip, "install", "-r", "binder/requirements.txt"],
+        [*pip, "install", "-r", _requirements_here(checkout)],
         checkout,
         env,
     )
