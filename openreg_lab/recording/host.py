@@ -112,7 +112,10 @@ HOST_COLUMNS = [
 # ends. Beside the stack, the sampler reads the thread's CPU clock and its schedstat's time waiting
 # in the run queue: the time between two samples that the thread spent neither running nor
 # runnable is time it waited (a sleep, a lock, I/O, a queue), measured by the kernel, not guessed
-# from names. Where /proc has no schedstat, run-queue time counts as waiting.
+# from names. Where /proc has no schedstat, run-queue time counts as waiting. schedstat counts a
+# wait in the run queue when it ends: a thread queued at a sample has that wait in its next
+# interval, so what an interval's ran+queued time exceeds its length by goes back to the one
+# before (on a loaded machine a busy thread read a fifth of its time as waiting without it).
 # The rate adapts to a budget (Note [The sampler's budget]).
 
 
@@ -495,7 +498,17 @@ def _wait(t: np.ndarray, cpu: np.ndarray, queue: np.ndarray) -> np.ndarray:
     wall = np.diff(t)
     busy = np.diff(cpu) + np.diff(queue)
     known = (cpu[:-1] >= 0) & (cpu[1:] >= 0)
-    out[:-1] = np.where(known, np.clip(wall - busy, 0, wall), 0)
+    left = np.where(known, wall - busy, 0)
+    # schedstat adds a wait in the run queue when the wait ends: a thread still queued when sampled
+    # has its queueing counted in the next interval, whose ran+queued then exceeds its wall time.
+    # That excess is the interval before's: it goes back, a step a pass (Note [Host samples]).
+    for _ in range(4):
+        late = np.minimum(left[1:], 0)
+        if not late.any():
+            break
+        left[:-1] += late
+        left[1:] -= late
+    out[:-1] = np.clip(left, 0, wall)
     return out
 
 

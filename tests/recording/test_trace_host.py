@@ -33,6 +33,15 @@ def busy(seconds: float) -> int:
 BUSY_LINE = inspect.getsourcelines(busy)[1] + 2
 
 
+def busy_until(done, at_least: float, timeout: float = 10.0) -> None:
+    """Busy ``at_least`` seconds, then on until ``done()``: a sampling thread may wait for a core
+    on a loaded machine before its first sample (bounded by ``timeout``)."""
+    busy(at_least)
+    deadline = time.monotonic() + timeout
+    while not done() and time.monotonic() < deadline:
+        busy(0.005)
+
+
 class FakeLoader:
     """A data loader whose first batch takes 0.2 s of sleeping, the others 5 ms."""
 
@@ -340,7 +349,7 @@ def test_the_sampling_interval_is_carried_to_the_next_sampler_and_halves_per_sec
     monkeypatch.setattr(host.Sampler, "_pause", record)
     s = host.Sampler()
     s.start()
-    busy(0.02)
+    busy_until(lambda: slept, 0.02)
     s.stop_raw()
     deadline = time.monotonic() + 10
     while s.own_cpu_ns < 0 and time.monotonic() < deadline:
@@ -374,7 +383,8 @@ def test_one_parked_thread_samples_trace_after_trace(monkeypatch):
     for _ in range(11):
         s = host.Sampler(1_000_000)
         s.start()
-        busy(0.05)  # a busy thread gives up the GIL every 5 ms (the switch interval): a few samples
+        # a busy thread gives up the GIL every 5 ms (the switch interval): a few samples
+        busy_until(lambda s=s: s._rows, 0.05)
         rows, nodes, _ = s.stop_raw()
         assert rows and nodes  # every sampler sampled this thread
         samplers.append(s)
@@ -392,7 +402,7 @@ def test_two_samplers_at_once_each_sample_and_the_second_thread_ends(monkeypatch
     busy(0.005)
     inner = host.Sampler(1_000_000)
     inner.start()  # the parked thread is busy with `outer`: `inner` gets a thread of its own
-    busy(0.3)  # a new thread may wait for a core on a loaded machine (CI's 2 cores)
+    busy_until(lambda: inner._rows and outer._rows, 0.05)
     inner_rows = inner.stop_raw()[0]
     busy(0.02)
     outer_rows = outer.stop_raw()[0]
