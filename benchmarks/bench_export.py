@@ -1,4 +1,4 @@
-"""The Perfetto export at scale (issue 30, point 7): a trace of N events (3M by default) recorded
+"""The Perfetto export at scale: a trace of N events (3M by default) recorded
 through the real recorder (a loop of tiny in-place ops on openreg, ``ops="kernels"``: each call
 is one op event), exported by each candidate, side by side in one run:
 

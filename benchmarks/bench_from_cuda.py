@@ -7,7 +7,7 @@ The step is an MLP with LayerNorm and AdamW (small ops: Python and dispatch domi
 cost shows). Each timed call runs ``STEPS`` steps inside one ``from_cuda()`` block, so the block's
 own entry and exit (a few dozen patches, printed apart) is counted too. The last column is the
 approach ``from_cuda()`` replaced: a ``TorchFunctionMode`` that translates devices on every torch call
-(the cost issue 28 measured), kept here as the baseline.
+(the cost measured when it was replaced), kept here as the baseline.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def _map(value: Any) -> Any:
 
 
 class _PerCallTranslation(TorchFunctionMode):
-    """The replaced approach (from_cuda's translation before issue 28): every torch call runs this."""
+    """The replaced approach (from_cuda's earlier translation): every torch call runs this."""
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}

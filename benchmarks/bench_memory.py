@@ -1,4 +1,4 @@
-"""What the memory history and its snapshots cost (issue 36): a training step with the history
+"""What the memory history and its snapshots cost: a training step with the history
 recorded (stacks on) against the same step without, side by side in one run, beside trace(); the
 stack walk per allocation against torch's own CapturedTraceback; and a snapshot of a million
 entries written (time, file size, peak memory).

@@ -10,7 +10,7 @@ generator then writes the ranks asked for from those two: rank ``r`` is a copy o
 rank ``r % 2`` with the job's rank set to ``r`` (the columns as recorded; collectives keep their
 numbers, so each lines up across all ranks). Each size is merged by a fresh process
 (``views.ranks(paths).to_html(...)``: load, check, merge, attribute, lay out, write) and its wall
-time, CPU time and peak resident memory are printed beside the 20 s and 2 GB targets (issue 30).
+time, CPU time and peak resident memory are printed beside the 20 s and 2 GB targets.
 The merge runs on one thread: on a shared machine its CPU time is what it takes on an idle core,
 its wall time includes the waits for a core (the load average is printed).
 """

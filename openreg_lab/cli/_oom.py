@@ -1,4 +1,4 @@
-"""``run``'s out-of-memory snapshots (issue 36): an ``OutOfMemoryError`` leaves PyTorch's memory
+"""``run``'s out-of-memory snapshots: an ``OutOfMemoryError`` leaves PyTorch's memory
 snapshot of that moment beside the trace, and its message names the file.
 
 While the script runs, the memory history records the allocator's last :data:`ENTRIES` actions with

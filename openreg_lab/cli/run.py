@@ -387,7 +387,7 @@ class _Terminated(BaseException):
 # Note [SIGTERM while run writes its outputs]
 # Under torchrun, when one rank fails the agent sends SIGTERM to the others, often just as their
 # script ended and they write the trace and the report; Python's default action killed them with
-# nothing written (issue 30). From the script's end until the outputs are written, the first
+# nothing written. From the script's end until the outputs are written, the first
 # SIGTERM is noted and said, and the writing goes on (the trace first, _outputs.write); the exit
 # status is then 143, the script's own failure status kept. A second SIGTERM stops at once and
 # says which outputs are missing (an output being written is never left half-written: each is

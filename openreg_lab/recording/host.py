@@ -48,7 +48,7 @@ RUNNING_SLACK = 0.02
 # while the process mostly idled (its threads together used less than half a CPU: a sleeping
 # loader costs no one its samples, and the Python after it is sampled finely). The process, not the
 # sampled threads: a process whose Python thread is off the CPU while its other threads (torch's
-# pools, openreg's) keep the CPUs busy is not idle. Until issue 30's last measurements the rule
+# pools, openreg's) keep the CPUs busy is not idle. Until later measurements the rule
 # read the sampled threads, and in the small-op step (the main thread on a CPU a quarter to a half
 # of the time, the process using 1-1.6 CPUs) it held the interval under the budget's, the sampler
 # at 3.3% of the CPU in its own thread (1.6% since). BUDGET counts
@@ -62,9 +62,9 @@ RUNNING_SLACK = 0.02
 # seconds after the last one (a notebook's next cell) starts fine again, its budget unspent. A
 # sampler that ends between two checks still sets it from its last samples (two at least), for a
 # trace around a few steps ends before 8 samples would bring a 1 ms start within the budget, and a
-# process that opens one trace after another would pay the start each time (issue 30 measured the
+# process that opens one trace after another would pay the start each time (we measured the
 # sampler alone at 1.2x the small-op training step that way). The carried interval was capped at
-# 6 ms until issue 30's last measurements: a sample costs the sampling thread 0.2-0.25 ms of CPU on
+# 6 ms until later measurements: a sample costs the sampling thread 0.2-0.25 ms of CPU on
 # the 2-core machine (woken, the GIL taken, cold caches; the sampled thread pays about 0.07 ms
 # more), so the cap held the sampler at about 4% of the small-op step, over BUDGET by design. The
 # budget decides now: a short trace in a busy process may get a sample or two, and the verdict

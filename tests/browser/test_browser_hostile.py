@@ -1,4 +1,4 @@
-"""Issue 22, point 1: reports and pages built from hostile strings, opened in headless Chromium, run
+"""Reports and pages built from hostile strings, opened in headless Chromium, run
 none of them: no dialog opens, no script error occurs, the timeline draws, and the strings show as
 the text they are (Note [Strings reaching a page])."""
 

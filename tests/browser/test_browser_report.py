@@ -139,7 +139,7 @@ def test_the_report_explores_ops_like_the_dashboard(browser: Any, report: tuple[
 
 @pytest.mark.parametrize("what", ["nothing", "a mark"])
 def test_the_report_of_a_trace_without_op_events_draws(browser: Any, tmp_path: Path, what: str):
-    """Issue 30, point 6: the Sankey of no flow threw ``RangeError: Invalid array length``."""
+    """The Sankey of no flow threw ``RangeError: Invalid array length``."""
     import openreg_lab
 
     with openreg_lab.trace() as t:

@@ -1,4 +1,4 @@
-"""Issue 22, points 3 and 6: how a script ends under ``openreg-lab run`` (threads that outlive its
+"""How a script ends under ``openreg-lab run`` (threads that outlive its
 main code, a change of directory, os._exit) and the arguments refused before it starts. Run
 in-process through ``cli.main``, as tests/cli/test_cli_commands.py does."""
 
@@ -255,7 +255,7 @@ def _run_and_terminate_while_writing(tmp_path, pause: str, signals: int):
 
 
 def test_sigterm_while_run_writes_its_outputs_finishes_them(tmp_path):
-    """Issue 30, point 6: the normal path under torchrun when another rank fails; the default action
+    """The normal path under torchrun when another rank fails; the default action
     of SIGTERM killed run there with nothing written."""
     code, err = _run_and_terminate_while_writing(tmp_path, "trace:1", 1)
     assert code == 143, err

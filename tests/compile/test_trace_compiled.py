@@ -240,7 +240,7 @@ def test_a_compile_a_recompile_and_a_graph_break_are_compile_events_with_their_r
 
 
 def test_the_warn_policy_inside_compiled_code_is_a_python_warning_as_in_eager_mode(capfd):
-    """Issue 30, point 6 (Note [Warnings from compiled code]): it was a C++ warning on stderr."""
+    """Note [Warnings from compiled code]: it was a C++ warning on stderr."""
     import warnings
 
     torch._dynamo.reset()
@@ -262,7 +262,7 @@ def test_the_warn_policy_inside_compiled_code_is_a_python_warning_as_in_eager_mo
 
 
 def test_a_dynamo_reset_inside_a_trace_keeps_compile_events_and_unique_region_names():
-    """Issue 30, point 6 (Note [A Dynamo reset inside a trace]): the reset cleared openreg's compile
+    """Note [A Dynamo reset inside a trace]: the reset cleared openreg's compile
     callbacks (nothing recorded after it) and restarted the ids (two regions "graph 0/0 inference").
     After the second reset only eager code compiles: the bytecode hook notices it."""
     torch._dynamo.reset()

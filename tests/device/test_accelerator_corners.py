@@ -1,4 +1,4 @@
-"""The accelerator API's corners, as CUDA and PyTorch's OpenReg reference behave (issue 29, point 4).
+"""The accelerator API's corners, as CUDA and PyTorch's OpenReg reference behave.
 
 Streams and events without an index, the device capability, the error of an invalid device index,
 lazy initialisation (and DeviceMesh's LOCAL_RANK device under torchrun), the Dynamo backend

@@ -1,4 +1,4 @@
-"""A script that ran a backward on openreg exits cleanly (issue 13, point 3).
+"""A script that ran a backward on openreg exits cleanly.
 
 The autograd worker thread of an openreg device may drop its last graph task, whose thread-local
 state holds a Python object, while the main thread finalizes Python: SIGABRT ("terminate called

@@ -1,4 +1,4 @@
-"""Hostile inputs: device indices and memory limits out of range (issue 13, item 3).
+"""Hostile inputs: device indices and memory limits out of range.
 
 Indices are range-checked before they are narrowed to c10::DeviceIndex (int8), so 257 never
 selects device 1, and every out-of-range value gets CUDA's error for it (``torch.AcceleratorError``, a

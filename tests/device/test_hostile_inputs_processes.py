@@ -1,4 +1,4 @@
-"""Hostile inputs: openreg across processes (issue 13, point 3).
+"""Hostile inputs: openreg across processes.
 
 - fork while another thread holds the allocator's lock: the child must not inherit it locked
   (Note [Fork safety] in ``csrc/runtime/DeviceAllocator.cpp``);

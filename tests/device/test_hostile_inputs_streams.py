@@ -1,4 +1,4 @@
-"""Hostile inputs to streams and events (issue 13, item 3): CUDA idioms work, misuse raises as on CUDA."""
+"""Hostile inputs to streams and events: CUDA idioms work, misuse raises as on CUDA."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""openreg tensors and storages across processes (issue 29, point 2).
+"""openreg tensors and storages across processes.
 
 Note [Sharing device memory across processes] in ``csrc/runtime/DeviceAllocator.cpp``: a tensor sent
 through ``torch.multiprocessing`` arrives on the same device over the sender's memory. One peer

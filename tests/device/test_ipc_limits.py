@@ -1,4 +1,4 @@
-"""Sharing openreg tensors under a race and under the open-file limit (issue 35, point 5).
+"""Sharing openreg tensors under a race and under the open-file limit.
 
 Note [Sharing device memory across processes] in ``csrc/runtime/DeviceAllocator.cpp`` says what a
 write racing the first send may do; Note [Sending within the open-file limit] in

@@ -1,4 +1,4 @@
-"""A collective after a peer left is an error within seconds, naming it (issue 35, point 6).
+"""A collective after a peer left is an error within seconds, naming it.
 
 Note [A rank that left] in ``csrc/distributed/Agreement.h``: a rank that leaves (its process exits,
 or it destroys its group) says so in the group's store, so the rank still calling collectives fails

@@ -11,57 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.doc_text import NOTE, NOTE_AT, PATH, ROOT_FILE, expand, flat, missing_paths, note_headings
+
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "porting.md"
-
-#: The folders whose paths the guide names and this test resolves.
-TOP_FOLDERS = ("csrc", "openreg_lab", "tests", "benchmarks", "docs", "notebooks")
-
-# A path under one of TOP_FOLDERS, possibly with {a,b} alternatives, a * glob, a trailing / (a folder),
-# or ::name (a test function in the file).
-PATH = re.compile(r"(?<![\w./-])((?:" + "|".join(TOP_FOLDERS) + r")/[\w./{},*-]*[\w}/*])(?:::(\w+))?")
-# A file at the repository's root, named alone in backticks (`setup.py`, `pyproject.toml`).
-ROOT_FILE = re.compile(r"`(\w[\w-]*\.(?:py|toml|cfg|ini))`")
-NOTE = re.compile(r"Note \[([^\]]+)\]")
-# "Note [X] in `path`" or "Note [X] (`path`)": the Note is written in that file.
-NOTE_AT = re.compile(r"Note \[([^\]]+)\] (?:in |\()`([^`]+)`")
-# The line that opens a Note (its heading), after a comment marker in C++, Python or JS.
-NOTE_HEADING = re.compile(r"^\s*(?://+|#+|\*)?\s*Note \[([^\]]+)\]\s*(?::.*)?$")
-
-
-def _flat(text: str) -> str:
-    """``text`` with every run of whitespace as one space (names wrap across lines)."""
-    return " ".join(text.split())
-
-
-def _expand(path: str) -> list[str]:
-    """``a/{b,c}.h`` as ``[a/b.h, a/c.h]`` (one brace group at a time, nested left to right)."""
-    match = re.search(r"\{([^{}]*)\}", path)
-    if not match:
-        return [path]
-    out = []
-    for choice in match.group(1).split(","):
-        out += _expand(path[: match.start()] + choice + path[match.end() :])
-    return out
 
 
 def _guide() -> str:
     assert GUIDE.is_file(), f"{GUIDE.relative_to(ROOT)} is missing"
     return GUIDE.read_text(encoding="utf-8")
-
-
-def _note_headings() -> dict[str, set[str]]:
-    """Every Note opened in the code, with the files (relative to the root) that open it."""
-    files = [ROOT / "_openreg_lab_autoload.py"]
-    for pattern in ("csrc/**/*.h", "csrc/**/*.cpp", "openreg_lab/**/*.py", "openreg_lab/**/*.js"):
-        files += ROOT.glob(pattern)
-    found: dict[str, set[str]] = {}
-    for f in files:
-        for line in f.read_text(encoding="utf-8").splitlines():
-            m = NOTE_HEADING.match(line)
-            if m:
-                found.setdefault(m.group(1), set()).add(f.relative_to(ROOT).as_posix())
-    return found
 
 
 def _named_paths() -> list[tuple[str, str | None]]:
@@ -88,23 +46,8 @@ def test_the_guide_names_the_files_of_every_step():
 
 
 def test_every_path_the_guide_names_exists():
-    missing = []
-    for path, function in _named_paths():
-        for one in _expand(path):
-            if "*" in one:
-                if not list(ROOT.glob(one)):
-                    missing.append(f"{one} (matches no file)")
-                continue
-            target = ROOT / one
-            if one.endswith("/") and not target.is_dir():
-                missing.append(f"{one} (no such folder)")
-            elif not target.exists():
-                missing.append(one)
-            elif function is not None and not re.search(
-                rf"^(?:async )?def {re.escape(function)}\(", target.read_text(encoding="utf-8"), re.M
-            ):
-                missing.append(f"{one}::{function} (no such function)")
-    assert not missing, "docs/porting.md names paths that do not exist: " + ", ".join(sorted(set(missing)))
+    missing = missing_paths(_guide())
+    assert not missing, "docs/porting.md names paths that do not exist: " + ", ".join(missing)
 
 
 def test_every_root_file_the_guide_names_exists():
@@ -116,16 +59,16 @@ def test_every_root_file_the_guide_names_exists():
 
 def test_every_note_the_guide_names_is_written_in_the_code():
     # "Note [...]" in the guide's introduction stands for any Note.
-    named = {_flat(n) for n in NOTE.findall(_flat(_guide()))} - {"..."}
+    named = {flat(n) for n in NOTE.findall(flat(_guide()))} - {"..."}
     assert len(named) >= 25, f"only {len(named)} Notes found in docs/porting.md"
-    headings = _note_headings()
+    headings = note_headings()
     missing = sorted(named - headings.keys())
     assert not missing, f"docs/porting.md names Notes no comment opens (grep 'Note \\['): {missing}"
 
 
 def test_a_note_placed_in_a_file_is_written_in_that_file():
-    headings = _note_headings()
-    placed = NOTE_AT.findall(_flat(_guide()))
+    headings = note_headings()
+    placed = NOTE_AT.findall(flat(_guide()))
     assert len(placed) >= 5
     wrong = [
         f"Note [{name}] is not in {path} but in {sorted(headings.get(name, ())) or 'no file'}"
@@ -148,7 +91,7 @@ def test_a_note_placed_in_a_file_is_written_in_that_file():
 )
 def test_the_path_pattern_reads_what_the_guide_writes(text, paths):
     assert [(m.group(1), m.group(2)) for m in PATH.finditer(text)] == paths
-    assert _expand("a/B.{h,cpp}") == ["a/B.h", "a/B.cpp"]
+    assert expand("a/B.{h,cpp}") == ["a/B.h", "a/B.cpp"]
 
 
 def test_the_readme_links_the_guide():

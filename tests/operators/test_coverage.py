@@ -173,7 +173,7 @@ def test_bad_profile():
 
 
 def test_a_namespace_torch_accepts_but_cannot_parse_works_in_coverage_and_reports(tmp_path):
-    """Issue 30, point 6: ``my-lib::twice`` made coverage() and to_html() raise ``expected eof but found
+    """``my-lib::twice`` made coverage() and to_html() raise ``expected eof but found
     '-'`` for the whole process (Note [Operator names torch cannot parse]). The same op in a namespace
     torch parses is classified the same way, under the default profile and another."""
     from openreg_lab.dispatch import _lookup

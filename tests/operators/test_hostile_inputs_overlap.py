@@ -1,4 +1,4 @@
-"""Hostile inputs: overlapping and non-dense tensors (issue 13, item 3).
+"""Hostile inputs: overlapping and non-dense tensors.
 
 Host views of one device storage share one CPU storage (Note [Host views share one storage]) and the
 fallback copies the arguments over one storage as one span (Note [The fallback keeps layouts and

@@ -1,4 +1,4 @@
-"""Hostile inputs: profiles of the wrong shape (issue 13, item 3).
+"""Hostile inputs: profiles of the wrong shape.
 
 Every malformed profile (bytes, a number, a binary file, a directory, a mapping or file whose
 entries are not lists of names) gets our own ``TypeError`` / ``ValueError`` naming the problem and

@@ -1,5 +1,5 @@
 """The native group norm (csrc/aten/native/GroupNorm.cpp) matches CPU on every layout, forward and
-backward (channels_last input once raised "view size is not compatible", issue 13): the CPU's own
+backward (channels_last input once raised "view size is not compatible"): the CPU's own
 kernels on device memory, so the same values bit for bit, the same layouts, dtypes, warnings and
 errors (tests.support.parity.assert_native_as_cpu), natively with no copy. Its OpInfo samples run in
 tests/operators/test_native_vision_ops.py.

@@ -1,5 +1,5 @@
 """The `out=` rules of the native kernels match CPU's: dtype, device, overlap (found by PyTorch's
-device-generic suites, issue 13).
+device-generic suites).
 
 Each case runs on CPU and on openreg: the same error, or the same values.
 """

@@ -1,4 +1,4 @@
-"""nn.LSTM, nn.GRU and their cells on openreg (issue 13, item 2).
+"""nn.LSTM, nn.GRU and their cells on openreg.
 
 ATen sends every non-CPU device to the fused cells _thnn_fused_lstm_cell / _thnn_fused_gru_cell,
 which only CUDA implements; openreg has kernels for them (csrc/aten/native/Rnn.cpp). An operator

@@ -1,4 +1,4 @@
-"""Native kernels for what training clients run every step (issue 28, point 4), against CPU.
+"""Native kernels for what training clients run every step, against CPU.
 
 The fused Adam and AdamW steps (native/FusedAdam.cpp), the norms of gradient clipping
 (native/Norm.cpp), the attention-mask operators and isnan (native/Mask.cpp), convolution forward

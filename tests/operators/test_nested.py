@@ -1,4 +1,4 @@
-"""Nested tensors on openreg (issue 13, point 4).
+"""Nested tensors on openreg.
 
 A strided nested tensor on openreg keeps its elements in one openreg buffer; copying and describing
 it runs natively (csrc/aten/NestedTensor.cpp), computing on it runs on the CPU through the fallback

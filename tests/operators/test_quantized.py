@@ -1,4 +1,4 @@
-"""Quantized tensors on openreg (issue 13, point 4).
+"""Quantized tensors on openreg.
 
 A quantized openreg tensor keeps its integer representation in device memory and its quantizer
 (scale and zero point) beside it; creating one and reading its quantizer or viewing it runs natively

@@ -1,4 +1,4 @@
-"""Sparse COO and compressed (CSR) tensors on openreg (issue 13, point 4).
+"""Sparse COO and compressed (CSR) tensors on openreg.
 
 Building and describing a sparse tensor runs natively (csrc/aten/Sparse.cpp, SparseCsr.cpp): its
 indices and values are openreg tensors. Computing on one runs on the CPU through the fallback of the

@@ -3,7 +3,7 @@ native_ops.yaml): ATen's own kernels for them reject or mishandle a PrivateUse1 
 sends them to the fallback, where they behave exactly as on CPU.
 
 Each case runs on CPU and on openreg: the same error, or the same values (and the same warnings).
-Found by PyTorch's device-generic suites (issue 13).
+Found by PyTorch's device-generic suites.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Hostile inputs to the recording layer: strict Chrome JSON, still-running events, damaged trace
-files, abandoned and misused traces, nested tensors with shapes on. Each was a bug (issue 13)."""
+files, abandoned and misused traces, nested tensors with shapes on. Each was a bug."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The recorder: exact events for known ops (issue 4, points 1, 2, 3 and 5)."""
+"""The recorder: exact events for known ops."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 22, point 4: a trace file is checked whole on load. Its structure (parents before children,
+"""A trace file is checked whole on load. Its structure (parents before children,
 indices in range), the codes of every enum column and the header's types and ranges: each damage
 is the documented ValueError naming the field, before any view can hang on it, and
 ``openreg-lab report`` prints that one line and exits 2."""

@@ -1,4 +1,4 @@
-"""Issue 22, point 2: fork while another thread holds the recorder's locks (Note [The recorder across
+"""Fork while another thread holds the recorder's locks (Note [The recorder across
 fork] in csrc/trace/Recorder.cpp). The race is forced, not hoped for: a thread takes its event
 buffer's lock (and the recording's mutex, or the Python string cache's lock) and holds it while the
 main thread forks inside an open trace. The child must trace on its own, see the inherited trace

@@ -1,4 +1,4 @@
-"""Host time (issue 30, points 1 and 2): the traced threads' Python is sampled, drawn under each
+"""Host time: the traced threads' Python is sampled, drawn under each
 thread, kept in trace files, and the verdict splits each step's wall time into device ops,
 compilation, host Python and waiting from what was measured."""
 

@@ -1,4 +1,4 @@
-"""Issue 30, point 7: the Perfetto export in Perfetto's protobuf format (``.pftrace``), read back
+"""The Perfetto export in Perfetto's protobuf format (``.pftrace``), read back
 with the ``perfetto`` package's own descriptors: every event on its track, slices nested, names,
 arguments and theme colours kept, strings of any kind intact, the sampled Python (host slices) on
 a lane per thread in both exports."""

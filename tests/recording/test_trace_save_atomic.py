@@ -1,4 +1,4 @@
-"""Issue 22, point 5: ``Trace.save`` (and the Chrome export and the HTML report) write whole or not
+"""``Trace.save`` (and the Chrome export and the HTML report) write whole or not
 at all: a write that fails part way leaves the good file that was there, and nothing else."""
 
 from __future__ import annotations

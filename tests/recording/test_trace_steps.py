@@ -1,5 +1,5 @@
 """Training steps: optimizer steps and openreg_lab.step() end them, Trace.steps() gives one row a
-step, trace(steps=...) records only the chosen ones and says what it skipped (issue 21, point 2)."""
+step, trace(steps=...) records only the chosen ones and says what it skipped."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The one per-op aggregate (``Trace.summary()``): self time, the device column, and every view,
-the report and the command line showing that same table (issue 21, point 3)."""
+the report and the command line showing that same table."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The verdict first: shares of the traced time, the ops to implement first, the warnings; in the
-report, the dashboard's header and the command line alike (issue 21, point 1)."""
+report, the dashboard's header and the command line alike."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def test_the_warnings_that_change_how_to_read_the_rest(falls_back):
     with openreg_lab.trace() as q, openreg_lab.use_profile("mps"):  # switched inside: a mark says so
         x.neg()
     assert "(mps)" in q.verdict().warnings[0]
-    # torch.compile regions are events of kind "compiled" (issue 23 records them).
+    # torch.compile regions are events of kind "compiled" (recorded since compiled code is traced).
     ev = falls_back.events.copy()
     ev.loc[0, "kind"] = "compiled"
     assert "torch.compile regions" in verdict.verdict(ev).warnings[0]

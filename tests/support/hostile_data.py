@@ -1,4 +1,4 @@
-"""Traces whose every string is hostile markup (issue 22), for the views' and the report's tests:
+"""Traces whose every string is hostile markup, for the views' and the report's tests:
 a mark, op names, dispatch keys, source lines and the cast argument all carry ``PAYLOAD``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 22, point 7: the views take what the functions they draw take (every profile form, an
+"""The views take what the functions they draw take (every profile form, an
 operator packet) and refuse bad arguments with those functions' own messages; a mark of any
 string is recorded."""
 

@@ -1,4 +1,4 @@
-"""Issue 22, point 1: every string that reaches a page or a mimebundle is inert text (Note [Strings
+"""Every string that reaches a page or a mimebundle is inert text (Note [Strings
 reaching a page]). The browser half (the report opened in Chromium) is in
 tests/browser/test_browser_hostile.py; here the markup itself is checked."""
 

@@ -90,7 +90,7 @@ def test_no_string_of_the_trace_can_close_the_report_script():
 
 
 def test_a_trace_without_op_events_has_no_sankey_but_says_why(trace):
-    """Issue 30, point 6: a Sankey of no nodes makes plotly.js throw in the page (the browser test
+    """A Sankey of no nodes makes plotly.js throw in the page (the browser test
     tests/browser/test_browser_report.py sees it); the figure says there is no flow instead."""
     import openreg_lab
     from openreg_lab.recording import flow
