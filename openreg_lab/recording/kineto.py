@@ -50,6 +50,8 @@ from openreg_lab.recording.device_work import device_work
 
 #: File name endings HTA reads (a ``.gz`` file is written gzip-compressed).
 SUFFIXES = (".json", ".gz")
+#: Autocast casts overlap the aten::to op beside them: they get a track of their own (as in chrome.py).
+CAST_TID = 1_000_001
 DEVICE_TYPE_PRIVATEUSE1 = 20  # c10::DeviceType::PrivateUse1, as Kineto's memory events name it
 
 
@@ -171,6 +173,8 @@ def _events_of(
     ]
     for thread in sorted(threads):
         out.append(_meta("thread_name", pid, int(threads[thread]), f"openreg thread {thread}"))
+    if (events["kind"] == "cast").any():
+        out.append(_meta("thread_name", pid, CAST_TID, "autocast casts"))
     for d in devices:
         out.append(
             {"name": "process_name", "ph": "M", "ts": 0, "pid": d, "tid": 0, "args": {"name": f"openreg {d}"}}
@@ -218,10 +222,10 @@ def _events_of(
                 }
             )
             continue
-        if row.kind in ("segment", "step") or (
+        if row.kind in ("segment", "step", "copy") or (
             row.kind == "collective" and not str(row.name).startswith("wait ")
         ):
-            continue  # the allocator's reserve; steps are ProfilerStep spans; a collective is device work
+            continue  # the allocator's reserve; steps: ProfilerStep spans; copies, collectives: device work
         if row.kind in ("mark", "oom"):
             name = f"out of memory: {row.bytes} bytes asked" if row.kind == "oom" else row.name
             out.append(
@@ -237,6 +241,8 @@ def _events_of(
             )
             continue
         cat = {"module": "python_function", "cast": "cast"}.get(row.kind, "cpu_op")
+        if row.kind == "cast":
+            tid = CAST_TID
         args: dict[str, Any] = {"External id": int(row.id) + 1, "Ev Idx": int(row.id)}
         if row.seq >= 0:
             args["Sequence number"] = int(row.seq)
