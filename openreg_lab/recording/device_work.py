@@ -59,7 +59,9 @@ def device_work(events: pd.DataFrame, collectives: pd.DataFrame | None = None) -
     first = np.r_[True, own[1:] != own[:-1]] if len(own) else np.zeros(0, dtype=bool)
     last = np.r_[own[1:] != own[:-1], True] if len(own) else np.zeros(0, dtype=bool)
     gap_from = np.where(first, start[own], np.r_[np.int64(0), c_end[:-1]] if len(own) else c_end)
-    ops_alone = np.setdiff1d(np.flatnonzero(is_kernel_op), own)
+    # Inductor's generated kernels run no op (Note [Compiled code in the trace]): each is one kernel.
+    generated = (kind == "compiled") & (device >= 0) & pd.notna(events["fused"].to_numpy(dtype=object))
+    ops_alone = np.union1d(np.setdiff1d(np.flatnonzero(is_kernel_op), own), np.flatnonzero(generated))
     seg_op = np.concatenate([own, own[last], ops_alone])
     seg_start = np.concatenate([gap_from, c_end[last], start[ops_alone]])
     seg_end = np.concatenate([c_start, end[own[last]], end[ops_alone]])

@@ -13,6 +13,7 @@ kernel's time is the time its op spends in its own code. So the device's work is
   stretch (an op that allocates its output first has two: before and after the allocation). The
   stretches of one op share its name; composite ops (they only call other ops) and fallbacks (the
   CPU computes them) run no kernel;
+* a kernel per call of a kernel Inductor generated (a ``compiled`` event with its fused ops);
 * a memcpy per copy to, from or within an openreg device (``Memcpy HtoD``, ``DtoH``, ``DtoD``);
 * a communication kernel per collective, from its issue to its completion, on a stream of its
   process group.
