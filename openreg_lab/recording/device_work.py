@@ -15,7 +15,7 @@ _MEMCPY = {
     "D2H": "Memcpy DtoH (openreg -> Host)",
     "D2D": "Memcpy DtoD (openreg -> openreg)",
 }
-_WORK_COLUMNS = ["op", "name", "cat", "device", "stream", "start_ns", "end_ns", "bytes", "thread"]
+WORK_COLUMNS = ["op", "name", "cat", "device", "stream", "start_ns", "end_ns", "bytes", "thread"]
 
 
 def device_index(devices: pd.Series) -> np.ndarray:
@@ -30,7 +30,7 @@ def device_index(devices: pd.Series) -> np.ndarray:
 
 def device_work(events: pd.DataFrame, collectives: pd.DataFrame | None = None) -> pd.DataFrame:
     """openreg's device work as the export writes it (Note [openreg's work as Kineto's device
-    activity]): one row a kernel stretch, memcpy or collective (``_WORK_COLUMNS``), by start.
+    activity]): one row a kernel stretch, memcpy or collective (``WORK_COLUMNS``), by start.
 
     ``collectives`` (``Trace.collectives()``) adds a communication kernel per collective. ``op`` is
     the id of the event that launched it (the op, the copy's nearest op, the op or autograd node
@@ -105,9 +105,9 @@ def device_work(events: pd.DataFrame, collectives: pd.DataFrame | None = None) -
     out = pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) else None
     if out is None:
         return pd.DataFrame(
-            {c: pd.Series(dtype=object if c in ("name", "cat") else np.int64) for c in _WORK_COLUMNS}
+            {c: pd.Series(dtype=object if c in ("name", "cat") else np.int64) for c in WORK_COLUMNS}
         )
-    return out.sort_values(["start_ns", "end_ns"], kind="stable", ignore_index=True)[_WORK_COLUMNS]
+    return out.sort_values(["start_ns", "end_ns"], kind="stable", ignore_index=True)[WORK_COLUMNS]
 
 
 def _collective_work(collectives: pd.DataFrame) -> pd.DataFrame:

@@ -39,6 +39,7 @@ import gzip
 import json
 import os
 import stat
+from collections import namedtuple
 from typing import Any
 
 import numpy as np
@@ -46,8 +47,8 @@ import pandas as pd
 
 from openreg_lab.recording import _atomic, steps
 from openreg_lab.recording._text import visible
+from openreg_lab.recording.device_work import WORK_COLUMNS, device_work
 from openreg_lab.recording.device_work import device_index as _device_index
-from openreg_lab.recording.device_work import device_work
 
 #: File name endings HTA reads (a ``.gz`` file is written gzip-compressed).
 SUFFIXES = (".json", ".gz")
@@ -111,14 +112,11 @@ def write(
         "displayTimeUnit": "ms",
         "traceName": visible(os.path.basename(os.fspath(path))),
     }
-    lines = [
-        json.dumps(e, ensure_ascii=True, allow_nan=False)
-        for e in _events_of(events, work, threads, t0, pid, devices)
-    ]
-    text = "{\n" + "".join(
-        f"  {json.dumps(k)}: {json.dumps(v, ensure_ascii=True, allow_nan=False)},\n" for k, v in head.items()
-    )
-    text += '  "traceEvents": [\n' + ",\n".join(lines) + "\n  ]\n}\n"
+    # One encoding of the whole list (the C encoder, started once); the header first, a key a line:
+    # HTA finds the rank in the first line that names one.
+    encode = json.JSONEncoder(ensure_ascii=True, allow_nan=False).encode
+    text = "{\n" + "".join(f"  {json.dumps(k)}: {encode(v)},\n" for k, v in head.items())
+    text += '  "traceEvents": ' + encode(_events_of(events, work, threads, t0, pid, devices)) + "\n}\n"
     if os.fspath(path).lower().endswith(".gz"):
         with _atomic.replacing(path, "wb") as f:  # Note [Where an output may go]
             f.write(gzip.compress(text.encode("ascii"), mtime=0))
@@ -197,7 +195,19 @@ def _events_of(
     end = _us(
         t0 + events["start_ns"].to_numpy().astype(np.int64) + np.maximum(events["dur_ns"].to_numpy(), 0)
     )
-    for i, row in enumerate(events.itertuples(index=False)):
+    shown: dict[str, str] = {}  # each distinct string escaped once (visible), for millions of events
+
+    def text(value: str) -> str:
+        out = shown.get(value)
+        if out is None:
+            out = shown[value] = visible(value)
+        return out
+
+    # Plain lists, zipped: pandas' row iteration costs more than the export itself.
+    columns = [events[c].to_numpy(dtype=object).tolist() if events[c].dtype == object else events[c].tolist()
+               for c in _ROW_FIELDS]  # fmt: skip
+    for i, values in enumerate(zip(*columns, strict=True)):
+        row = _Row(*values)
         tid = tid_of.get(int(row.thread), int(row.thread))
         ts = int(start[i])
         if row.kind in ("alloc", "free"):
@@ -231,7 +241,7 @@ def _events_of(
             name = f"out of memory: {row.bytes} bytes asked" if row.kind == "oom" else row.name
             out.append(
                 {
-                    "name": visible(str(name)),
+                    "name": text(str(name)),
                     "cat": row.kind,
                     "ph": "i",
                     "s": "t",
@@ -249,18 +259,18 @@ def _events_of(
             args["Sequence number"] = int(row.seq)
         if isinstance(row.shapes, list):
             args["Input Dims"] = row.shapes
-            args["Input type"] = [visible(str(d)) for d in row.dtypes]
-        for key in ("kernel", "dispatch", "device", "source", "argument", "fused", "graph", "reason"):
+            args["Input type"] = [text(str(d)) for d in row.dtypes]
+        for key in _STRING_ARGS:
             value = getattr(row, key)
             if isinstance(value, str):
-                args[key] = visible(value)
+                args[key] = text(value)
         if row.dur_ns < 0:
             args["still running"] = True
         out.append(
             {
                 "ph": "X",
                 "cat": cat,
-                "name": visible(str(row.name)),
+                "name": text(str(row.name)),
                 "pid": pid,
                 "tid": tid,
                 "ts": ts,
@@ -271,6 +281,13 @@ def _events_of(
     out += _step_spans(events, t0, pid, tid_of.get(0, 0))
     out += _work_events(work, t0, pid, tid_of)
     return out
+
+
+_STRING_ARGS = ("kernel", "dispatch", "device", "source", "argument", "fused", "graph", "reason")
+_ROW_FIELDS = ("id", "kind", "name", "thread", "dur_ns", "bytes", "seq", "shapes", "dtypes", "total",
+               "address", *_STRING_ARGS)  # fmt: skip
+_Row = namedtuple("_Row", _ROW_FIELDS)
+_WorkRow = namedtuple("_WorkRow", WORK_COLUMNS)
 
 
 def _device_id(device: object) -> int:
@@ -308,7 +325,9 @@ def _work_events(work: pd.DataFrame, t0: int, pid: int, tid_of: dict[int, int]) 
     out: list[dict[str, Any]] = []
     start = _us(t0 + work["start_ns"].to_numpy().astype(np.int64))
     end = _us(t0 + work["end_ns"].to_numpy().astype(np.int64))
-    for i, row in enumerate(work.itertuples(index=False)):
+    columns = [work[c].tolist() for c in WORK_COLUMNS]
+    for i, values in enumerate(zip(*columns, strict=True)):
+        row = _WorkRow(*values)
         correlation = i + 1
         ts, dur = int(start[i]), int(end[i] - start[i])
         tid = tid_of.get(int(row.thread), int(row.thread))
