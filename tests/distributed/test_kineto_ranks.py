@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import openreg_lab
+from tests.support import trace_event_format
 from tests.support.distributed_pool import free_port
 from tests.support.processes import run_python, running_in
 
@@ -80,9 +81,9 @@ def test_hta_reads_a_torchrun_job_as_two_ranks_with_communication(tmp_path: Path
     assert running_in(tmp_path) == []  # nothing of the job left running
     assert sorted(os.listdir(tmp_path / "kineto")) == ["rank0.json", "rank1.json"]
     for r in (0, 1):
-        assert (
-            f"openreg-lab: wrote the Kineto trace to {tmp_path / 'kineto' / f'rank{r}.json'}" in proc.stderr
-        )
+        written = tmp_path / "kineto" / f"rank{r}.json"
+        assert f"openreg-lab: wrote the Kineto trace to {written}" in proc.stderr
+        trace_event_format.check(trace_event_format.load_strict(written))  # Perfetto opens it
 
     analysis = run_python(ANALYSIS.replace("sys.argv[1]", repr(str(tmp_path / "kineto"))))
     assert analysis.returncode == 0, analysis.stderr[-3000:]
