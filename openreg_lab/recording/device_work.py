@@ -33,9 +33,9 @@ def device_work(events: pd.DataFrame, collectives: pd.DataFrame | None = None) -
     activity]): one row a kernel stretch, memcpy or collective (``WORK_COLUMNS``), by start.
 
     ``collectives`` (``Trace.collectives()``) adds a communication kernel per collective. ``op`` is
-    the id of the event that launched it (the op, the copy's nearest op, the op or autograd node
-    that issued the collective),
-    ``cat`` ``kernel`` or ``gpu_memcpy``, times in ns from the trace's start, ``end_ns`` >= ``start_ns``.
+    the id of the event that launched the work (the op, the copy's nearest op, the op or autograd
+    node that issued the collective), ``cat`` is ``kernel`` or ``gpu_memcpy``, times are in ns from
+    the trace's start (``end_ns`` >= ``start_ns``).
     """
     n = len(events)
     kind = events["kind"].to_numpy(dtype=object)
