@@ -85,6 +85,26 @@ def check_output(path: str | None, option: str) -> None:
         raise UsageError(f"{option} {path}: not writable")
 
 
+def check_output_directory(path: str | None, option: str) -> None:
+    """Raise ``UsageError`` unless ``path`` (the value of ``option``) is a directory files can be
+    written in, or a new one its parent can hold (it is made when the outputs are written)."""
+    if path is None:
+        return
+    if path == "":
+        raise UsageError(f"{option}: empty path")
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            raise UsageError(f"{option} {path}: is not a directory; give a directory (a file a rank)")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise UsageError(f"{option} {path}: not writable")
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UsageError(f"{option} {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path}: {parent} is not writable")
+
+
 def check_distinct(outputs: Sequence[tuple[str, str | None]], inputs: Sequence[tuple[str, str]] = ()) -> None:
     """Raise ``UsageError`` when two ``outputs`` (option, path) are one file, or an output is one of
     the command's ``inputs`` (what, path; ``"the script"``): writing it would replace it. Paths are

@@ -1,4 +1,4 @@
-"""Writing a trace's files (trace, Chrome trace, HTML report) and printing its terminal summary."""
+"""Writing a trace's files (trace, Chrome and Kineto traces, HTML report); printing its terminal summary."""
 
 from __future__ import annotations
 
@@ -31,18 +31,21 @@ def write(
     html: str | None = None,
     trace_path: str | None = None,
     chrome: str | None = None,
+    kineto: str | None = None,
     title: str | None = None,
     before: Callable[[str], None] | None = None,
 ) -> bool:
     """Write the files asked for; print where each went, or one line why not. True if all were written.
 
     The trace is written first: it holds everything the others are made from. ``before`` is called
-    with each output's name (``"trace"``, ``"Chrome trace"``, ``"report"``) before it is written.
+    with each output's name (``"trace"``, ``"Chrome trace"``, ``"Kineto trace"``, ``"report"``)
+    before it is written. ``kineto``'s directory is made if missing (``run --kineto DIR``).
     """
     ok = True
     jobs = [
         ("trace", trace_path, lambda p: trace.save(p)),
         ("Chrome trace", chrome, lambda p: trace.export_chrome_trace(p)),
+        ("Kineto trace", kineto, lambda p: _write_kineto(trace, p)),
         ("report", html, lambda p: trace.to_html(p, title=title, run_info=run_info(trace, extra))),
     ]
     for what, path, job in jobs:
@@ -59,6 +62,11 @@ def write(
             continue
         say(f"openreg-lab: wrote the {what} to {os.path.abspath(path)}")
     return ok
+
+
+def _write_kineto(trace: Any, path: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    trace.to_kineto(path)
 
 
 def print_summary(trace: Any, top: int, stream: TextIO | None = None) -> None:

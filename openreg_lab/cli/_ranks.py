@@ -34,6 +34,15 @@ def per_rank(path: str | None, rank: int | None) -> str | None:
     return f"{stem}.rank{rank}{ext}"
 
 
+def kineto_file(directory: str | None, rank: int | None) -> str | None:
+    """Where ``run --kineto DIR`` writes a rank's Kineto trace: ``DIR/rankN.json`` (rank 0 outside a
+    launcher); Holistic Trace Analysis reads every ``.json`` file of ``DIR``, each rank's from its
+    ``distributedInfo``."""
+    if directory is None:
+        return None
+    return os.path.join(directory, f"rank{rank or 0}.json")
+
+
 # Note [One report for a job]
 # Under torchrun, ``run --html R`` writes one report for the job, not one per rank. Each rank saves
 # its trace (``--trace`` per rank, else ``R``'s name with ``.rankN.trace``), then a small status file
@@ -59,6 +68,7 @@ def job_outputs(
     chrome: str | None,
     rank: int,
     code: int,
+    kineto: str | None = None,
 ) -> bool:
     """This rank's files under a launcher with ``--html`` (Note [One report for a job]); rank 0
     also gathers the others' and writes the merged report. True if every file was written."""
@@ -67,7 +77,9 @@ def job_outputs(
 
     stem, _ = os.path.splitext(html)
     mine = per_rank(trace_path or f"{stem}.trace", rank)
-    ok = _outputs.write(trace, info, trace_path=mine, chrome=per_rank(chrome, rank))
+    ok = _outputs.write(
+        trace, info, trace_path=mine, chrome=per_rank(chrome, rank), kineto=kineto_file(kineto, rank)
+    )
     run_id = trace.job.run_id if trace.job is not None else None
     status = {"run_id": run_id, "rank": rank, "code": code, "trace": os.path.abspath(mine) if ok else None}
     try:

@@ -40,6 +40,7 @@ examples:
   openreg-lab run -m mypackage.train --epochs 1
   openreg-lab run --html report.html -m openreg_lab.examples.train_lm --steps 8
   openreg-lab run --steps 5:8 --html steady.html train.py   # only training steps 5 to 8
+  openreg-lab run --kineto traces/ train.py   # traces/rank0.json for Holistic Trace Analysis
 
 Everything after the script (or -m MODULE) is passed to it. The script's exit code is the
 command's (130 after Ctrl-C, 143 after SIGTERM); the trace and the report are written even when
@@ -114,6 +115,13 @@ def add_parser(sub: Any) -> Parser:
         metavar="PATH",
         help="write a Chrome trace (Perfetto, chrome://tracing) (e.g. --chrome run.json); a name "
         "ending in .pftrace gets Perfetto's protobuf format, faster and smaller for big traces",
+    )
+    p.add_argument(
+        "--kineto",
+        metavar="DIR",
+        help="write the trace in torch.profiler's (Kineto's) JSON schema into DIR, made if missing, "
+        "as DIR/rankN.json (N: the rank under torchrun, else 0), for Holistic Trace Analysis "
+        "(TraceAnalysis(trace_dir=DIR)) (e.g. --kineto traces)",
     )
     p.add_argument(
         "--from-cuda",
@@ -242,9 +250,10 @@ def _check(ns: argparse.Namespace) -> None:
     check_output(ns.html, "--html")
     check_output(ns.trace, "--trace")
     check_output(ns.chrome, "--chrome")
+    _common.check_output_directory(ns.kineto, "--kineto")
     check_profile(ns.profile)
     # Resolved now: a script that changes directory must not move our outputs.
-    for option in ("html", "trace", "chrome"):
+    for option in ("html", "trace", "chrome", "kineto"):
         if getattr(ns, option) is not None:
             setattr(ns, option, os.path.abspath(getattr(ns, option)))
     # Two outputs in one file, or an output over an input (the script, its profile), would lose one.
@@ -274,8 +283,9 @@ def execute(ns: argparse.Namespace, command: str) -> int:
         except _Terminated:
             if outlast.signals < 2:
                 raise
-            return outlast.stopped([w for w, p in (("trace", ns.trace), ("Chrome trace", ns.chrome),
-                                                   ("report", ns.html)) if p])  # fmt: skip
+            outputs = (("trace", ns.trace), ("Chrome trace", ns.chrome),
+                       ("Kineto trace", getattr(ns, "kineto", None)), ("report", ns.html))  # fmt: skip
+            return outlast.stopped([what for what, path in outputs if path])
 
 
 def _execute(ns: argparse.Namespace, command: str, outlast: _OutputsOutlastSigterm) -> int:
@@ -342,12 +352,13 @@ def _execute(ns: argparse.Namespace, command: str, outlast: _OutputsOutlastSigte
         if left:
             say(f"openreg-lab run: {left}")
         _outputs.print_summary(trace, ns.top)
+    kineto = getattr(ns, "kineto", None)
     if rank is not None and ns.html:  # one report for the job (Note [One report for a job])
-        written = _ranks.job_outputs(trace, info, ns.html, ns.trace, ns.chrome, rank, code)
+        written = _ranks.job_outputs(trace, info, ns.html, ns.trace, ns.chrome, rank, code, kineto)
         return 1 if not written and code == 0 else code
     html, trace_path, chrome = (_ranks.per_rank(p, rank) for p in (ns.html, ns.trace, ns.chrome))
     written = _outputs.write(trace, info, html=html, trace_path=trace_path, chrome=chrome,
-                             before=outlast.writing)  # fmt: skip
+                             kineto=_ranks.kineto_file(kineto, rank), before=outlast.writing)  # fmt: skip
     if outlast.signals:
         return outlast.finished(code)
     if not written and code == 0:

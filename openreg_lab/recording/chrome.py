@@ -27,11 +27,15 @@ def write(
     ev: pd.DataFrame,
     threads: dict[int, int],
     host: pd.DataFrame | None = None,
+    *,
+    dropped: int = 0,
+    capacity: int | None = None,
 ) -> None:
     """Write the events ``ev`` (``Trace.events``) in the Trace Event format (JSON).
 
     ``threads`` maps the trace's thread indices to OS thread ids (``Trace.columns.threads``);
     ``host`` (``Trace.host_events``) adds the sampled Python of each thread as a lane of its own.
+    The format's metadata (``otherData``) says how many events the trace ``dropped`` (0: none).
 
     Ops, backward nodes and fallbacks are complete ("X") events on their thread's track; copies
     and casts have a track each; device memory is a counter per device. Each event's ``args`` carry
@@ -84,7 +88,13 @@ def write(
         out += _host_events(host, threads, pid)
     with _atomic.replacing(path, "w", encoding="utf-8") as f:
         # Strict JSON (no NaN / Infinity): Perfetto and chrome://tracing reject anything else.
-        json.dump({"traceEvents": out, "displayTimeUnit": "ns"}, f, allow_nan=False)
+        other: dict[str, Any] = {"openreg dropped events": int(dropped)}
+        if dropped:
+            other["openreg warning"] = (
+                f"{int(dropped):,} events were dropped: the trace holds at most {int(capacity or 0):,}; "
+                "the totals miss them. Trace again with a larger capacity"
+            )
+        json.dump({"traceEvents": out, "displayTimeUnit": "ns", "otherData": other}, f, allow_nan=False)
 
 
 def _host_events(host: pd.DataFrame, threads: dict[int, int], pid: int) -> list[dict[str, Any]]:

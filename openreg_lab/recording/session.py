@@ -33,7 +33,7 @@ import pandas as pd
 import torch
 
 from openreg_lab import _C
-from openreg_lab.recording import analysis, chrome, distributed, files, perfetto, steps
+from openreg_lab.recording import analysis, distributed, files, steps
 from openreg_lab.recording import compile_events as _compile_events
 from openreg_lab.recording import events as _events
 from openreg_lab.recording import host as _host
@@ -44,6 +44,7 @@ from openreg_lab.recording import observations as _observations
 from openreg_lab.recording import verdict as _verdict
 from openreg_lab.recording._strings import interned_count as _interned_count
 from openreg_lab.recording._strings import strings as _strings
+from openreg_lab.recording.exports import Exports
 
 if TYPE_CHECKING:
     from openreg_lab.recording.events import Columns
@@ -229,7 +230,7 @@ def _skip_prefixes() -> list[str]:
     return sorted(set(prefixes))
 
 
-class Trace:
+class Trace(Exports):
     """The events of one ``trace()`` block, and tables computed from them."""
 
     def __init__(
@@ -626,19 +627,6 @@ class Trace:
             step_sources=self._step_sources,
             observed=self._seen(),
         )
-
-    def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:
-        """Write the trace for Perfetto (ui.perfetto.dev): a ``path`` ending in ``.pftrace``,
-        ``.perfetto-trace`` or ``.pb`` gets Perfetto's own protobuf format (fast and compact, for
-        millions of events: Note [Perfetto's protobuf, written in columns]); any other the Chrome
-        Trace Event JSON, which chrome://tracing also opens. Both draw the sampled Python
-        (``host_events``) as a lane per thread."""
-        if os.fspath(path).lower().endswith(perfetto.SUFFIXES):
-            f = self.columns.fields
-            shapes = (self.events["shapes"], self.events["dtypes"]) if (f["shapes"] >= 0).any() else None
-            perfetto.write(path, self.columns, self._t0, self.host_events, shapes)
-            return
-        chrome.write(path, self.events, self.columns.threads, self.host_events)
 
     # -- views (Note [Views are plugged in]) -------------------------------
     def show(self) -> Any:

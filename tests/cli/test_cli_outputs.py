@@ -170,3 +170,20 @@ def test_a_script_under_a_directory_whose_name_is_not_utf8_gives_a_trace_that_lo
     assert main(["report", str(tmp_path / "t.trace")], prog="openreg-lab") == 0
     sys.stdout.flush()
     assert b"caf\\udce9/s.py" in sys.stdout.buffer.getvalue()
+
+
+def test_run_kineto_writes_rank0_json_in_a_directory_it_makes_and_refuses_a_file(files, capsys):
+    (files / "ok.py").write_text("import torch\n(torch.ones(2, device='openreg') * 2).sum()\n")
+    code, _, err = _cli(capsys, "run", "--kineto", "x.py", "ok.py")
+    assert code == 2 and err == (
+        "openreg-lab run: error: --kineto x.py: is not a directory; give a directory (a file a rank)\n"
+    )
+    code, _, err = _cli(capsys, "run", "--kineto", "no/such/dir", "ok.py")
+    assert code == 2 and f"--kineto no/such/dir: directory {files / 'no' / 'such'} does not exist" in err
+    code, _, err = _cli(capsys, "run", "--kineto", "hta", "ok.py")
+    assert code == 0, err
+    assert f"openreg-lab: wrote the Kineto trace to {files / 'hta' / 'rank0.json'}" in err
+    doc = json.loads((files / "hta" / "rank0.json").read_text())
+    assert doc["distributedInfo"] == {"backend": "ogloo", "rank": 0, "world_size": 1}
+    kernels = {e["name"] for e in doc["traceEvents"] if e.get("cat") == "kernel"}
+    assert {"aten::mul.Tensor", "aten::sum"} <= kernels

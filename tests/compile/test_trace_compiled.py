@@ -355,3 +355,15 @@ def test_a_graph_break_quoting_a_lone_surrogate_is_recorded_as_it_is(monkeypatch
     reasons = ev.loc[(ev.kind == "compile") & (ev.name == "graph break"), "reason"].tolist()
     assert len(reasons) == 1 and "Message: caf\udce9 <b>" in reasons[0]
     torch._dynamo.reset()
+
+
+def test_the_kineto_export_makes_each_generated_kernel_call_a_device_kernel(compiled, tmp_path):
+    fn, code, args = compiled
+    with openreg_lab.trace() as t:
+        fn(*args)
+    t.to_kineto(tmp_path / "k.json")
+    events = json.loads((tmp_path / "k.json").read_text())["traceEvents"]
+    kernels = [e["name"] for e in events if e.get("cat") == "kernel"]
+    generated = [k for k in kernels if k.startswith("cpp_fused_")]
+    assert generated == _kernels_called(code)  # each call, in order, on the device's stream
+    assert "aten::mm.out" in kernels  # an extern kernel the compiled code still dispatches

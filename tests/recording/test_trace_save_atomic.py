@@ -1,5 +1,5 @@
-"""``Trace.save`` (and the Chrome export and the HTML report) write whole or not
-at all: a write that fails part way leaves the good file that was there, and nothing else."""
+"""``Trace.save`` (and the Chrome and Kineto exports and the HTML report) write whole or not at
+all: a write that fails part way leaves the good file that was there, and nothing else."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from tests.support.hostile_data import small_trace
 WRITERS: dict[str, Callable[[Path], None]] = {
     "save": lambda p: small_trace().save(p),
     "chrome": lambda p: small_trace().export_chrome_trace(p),
+    "kineto.json": lambda p: small_trace().to_kineto(p),
     "html": lambda p: small_trace().to_html(p),
 }
 
