@@ -1,4 +1,4 @@
-"""Issue 38, point 1: ``openreg-lab run --kineto DIR`` under torchrun writes one Kineto trace per
+"""``openreg-lab run --kineto DIR`` under torchrun writes one Kineto trace per
 rank, and Holistic Trace Analysis reads the directory as a 2-rank job: ranks 0 and 1 from each
 file's ``distributedInfo``, the collectives as communication kernels whose time per rank equals the
 lab's collectives table within 1%, and a communication/computation overlap per rank."""

@@ -1,4 +1,4 @@
-"""Issue 38, point 1: ``Trace.to_kineto`` writes torch.profiler's (Kineto's) schema, and Holistic
+"""``Trace.to_kineto`` writes torch.profiler's (Kineto's) schema, and Holistic
 Trace Analysis (HTA 0.5) reads it as a CUDA job's trace: its temporal, kernel and idle-time
 breakdowns, communication/computation overlap, kernel launch statistics and trace diff run, and its
 kernel-time totals agree with the lab's own tables within 1%. Bad input: dropped events said in the
