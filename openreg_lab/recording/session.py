@@ -24,38 +24,32 @@ import sysconfig
 import threading
 import time
 import warnings
-from collections.abc import Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
 import torch
 
 from openreg_lab import _C
-from openreg_lab.recording import analysis, distributed, files, steps
 from openreg_lab.recording import compile_events as _compile_events
+from openreg_lab.recording import distributed, files, steps
 from openreg_lab.recording import events as _events
 from openreg_lab.recording import host as _host
 from openreg_lab.recording import memory as _memory
-from openreg_lab.recording import memory_text as _memory_text
 from openreg_lab.recording import modules as _modules
 from openreg_lab.recording import observations as _observations
-from openreg_lab.recording import verdict as _verdict
 from openreg_lab.recording._strings import interned_count as _interned_count
 from openreg_lab.recording._strings import strings as _strings
 from openreg_lab.recording.exports import Exports
+from openreg_lab.recording.frame import EVENT_COLUMNS  # noqa: F401  (re-exported)
+from openreg_lab.recording.tables import Tables
+from openreg_lab.recording.viewing import Renderer, Viewable, install_renderer  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     from openreg_lab.recording.events import Columns
 
 DEFAULT_CAPACITY = 1_000_000
-
-EVENT_COLUMNS = [
-    "id", "parent", "kind", "name", "kernel", "dispatch", "device", "thread", "start_ns", "dur_ns",
-    "bytes", "src", "dst", "from_dtype", "to_dtype", "shapes", "dtypes", "source",
-    "seq", "forward", "argument", "cache_hit", "total", "address", "fused", "graph", "reason",
-]  # fmt: skip
 
 
 class TraceDroppedEventsWarning(UserWarning):
@@ -64,37 +58,6 @@ class TraceDroppedEventsWarning(UserWarning):
 
 class TraceForkedWarning(UserWarning):
     """A trace open when the process forked was closed in the child: the parent holds its events."""
-
-
-class Renderer(Protocol):
-    """What draws a ``Trace``: ``openreg_lab.views`` installs one (Note [Views are plugged in])."""
-
-    def dashboard(self, trace: Trace) -> Any: ...
-    def mimebundle(self, trace: Trace) -> dict[str, Any]: ...
-    def write_html(
-        self, trace: Trace, path: str, title: str | None, run_info: Mapping[str, str] | None
-    ) -> None: ...
-
-
-# Note [Views are plugged in]
-# The recording layer sits below the views and never imports them. ``Trace.show()``,
-# ``Trace._repr_mimebundle_`` and ``Trace.to_html`` draw through the renderer that
-# ``openreg_lab.views`` installs here when it is imported (``import openreg_lab`` does that).
-_renderer: Renderer | None = None
-
-
-def install_renderer(renderer: Renderer) -> None:
-    """Make ``renderer`` draw every ``Trace`` (called by ``openreg_lab.views`` on import)."""
-    global _renderer
-    _renderer = renderer
-
-
-def _require_renderer() -> Renderer:
-    if _renderer is None:
-        raise RuntimeError(
-            "no trace views are installed: `import openreg_lab.views` (import openreg_lab does)"
-        )
-    return _renderer
 
 
 def mark(name: str) -> None:
@@ -230,7 +193,7 @@ def _skip_prefixes() -> list[str]:
     return sorted(set(prefixes))
 
 
-class Trace(Exports):
+class Trace(Tables, Exports, Viewable):
     """The events of one ``trace()`` block, and tables computed from them."""
 
     def __init__(
@@ -488,126 +451,6 @@ class Trace(Exports):
             )
         return self._columns
 
-    # -- tables ------------------------------------------------------------
-    @property
-    def events(self) -> pd.DataFrame:
-        """Every event, one row each (columns: ``EVENT_COLUMNS``), ordered by start time."""
-        if self._events is None:
-            self._events = _to_frame(self.columns, self._t0)
-        return self._events
-
-    def summary(self) -> pd.DataFrame:
-        """One row per op name and device: calls, how they ran (native / fallback / composite /
-        generic), total and self time (Note [Self time]), bytes copied and the dispatch path.
-
-        The dashboard, the report and ``openreg-lab run`` show this same table."""
-        return analysis.summary(self.events)
-
-    def memory(self) -> _memory.Memory:
-        """Where the device memory went: every allocation with its category, op, module and line,
-        what was live at the peak, per step, leaks and out-of-memory errors (``recording.memory``)."""
-        if self._memory is None:
-            self._memory = _memory.Memory(
-                self.columns, self._t0, self._seen(), dropped=self.dropped, capacity=self.capacity
-            )
-        return self._memory
-
-    def _seen(self) -> _observations.Observed | None:
-        """What the trace observed (Note [Memory categories]), as arrays once first read."""
-        if self._observed is None and self._closed_watch is not None:
-            self._observed, self._closed_watch = self._closed_watch.observed(), None
-        return self._observed
-
-    def verdict(self) -> _verdict.Verdict:
-        """The answer first: the share of the wall time (of the traced time with ``host=False``) in
-        CPU fallbacks, copies and casts, the ops to implement first (by the time they would save)
-        and the warnings that change how to read the rest. The report, the dashboard's header and
-        ``openreg-lab run`` lead with it. When an allocation failed in the trace, it opens with what
-        was live then, by category and line (``Trace.memory()``)."""
-        failed = bool((self.columns.fields["kind"] == _events.KINDS.index("oom")).any())
-        return _verdict.verdict(
-            self.events,
-            dropped=self.dropped,
-            capacity=self.capacity,
-            op_events=self.ops,
-            profile=self.profile,
-            skipped=self.skipped,
-            samples=self.host_samples,
-            t0=self._t0,
-            host_sampling=self.host_sampling,
-            step_sources=self._step_sources,
-            thread_index=self._thread_index(),
-            oom=_memory_text.oom_lines(self.memory()) if failed else None,
-        )
-
-    @property
-    def host_samples(self) -> _host.Samples | None:
-        """The raw host samples (``trace(host=True)``), None when the host was not sampled."""
-        if self._pending is not None:
-            raw, traced, closed = self._pending
-            self._samples = _host.resolve(raw).keep_threads(traced, since=self._t0, until=closed)
-            self._pending = None
-        return self._samples
-
-    @property
-    def host_events(self) -> pd.DataFrame:
-        """The sampled Python of the traced threads as flame slices (``host.SLICE_COLUMNS``): per
-        thread and depth, consecutive samples in one function merged into one slice with its
-        function, file, first line, start, duration and the time it waited; empty with
-        ``trace(host=False)``. The dashboard and the report draw them under each thread."""
-        if self._host_slices is None:
-            if self.host_samples is None:
-                self._host_slices = pd.DataFrame(columns=_host.SLICE_COLUMNS)
-            else:
-                self._host_slices = _host.slices(self.host_samples, self._t0, self._thread_index())
-        return self._host_slices
-
-    def host(self) -> pd.DataFrame:
-        """The sampled Python per training step, function and thread (``host.HOST_COLUMNS``):
-        samples, time as the innermost frame (``self_ns``), on the stack (``total_ns``) and
-        waiting off the CPU (``wait_ns``), by self time in each step (step -1: no step ended)."""
-        samples = self.host_samples
-        if samples is None:
-            return pd.DataFrame(columns=_host.HOST_COLUMNS)
-        return _host.per_function(samples, self._t0, steps.table(self.events), self._thread_index())
-
-    @property
-    def step_sources(self) -> list[int]:
-        """Per training step, what ended it: 0 ``openreg_lab.step()``, 1, 2, ... each optimizer."""
-        return list(self._step_sources)
-
-    def _thread_index(self) -> dict[int, int]:
-        return {int(os_id): int(i) for i, os_id in self.columns.threads.items()}
-
-    def steps(self) -> pd.DataFrame:
-        """One row a training step: duration, op calls, fallbacks, copies, casts, peak memory.
-
-        Steps end at each ``optimizer.step()`` and ``openreg_lab.step()``; the first is row 0,
-        apart from the steady state after it (the verdict says where its time went). Empty when
-        no step ended in the trace."""
-        return steps.table(self.events)
-
-    @property
-    def skipped(self) -> str | None:
-        """For ``trace(steps=...)``: which steps were recorded and what was not (None otherwise)."""
-        return self._skipped
-
-    def fallbacks(self) -> pd.DataFrame:
-        """Ops that ran through the CPU fallback, ranked by time including their copies."""
-        return analysis.fallbacks(self.events)
-
-    def copies(self) -> pd.DataFrame:
-        """Every copy: direction, bytes, time, devices and the op that caused it."""
-        return analysis.copies(self.events)
-
-    def casts(self) -> pd.DataFrame:
-        """Every autocast cast: op, argument, from and to dtype, bytes, weight-cache hit."""
-        return analysis.casts(self.events)
-
-    def collectives(self) -> pd.DataFrame:
-        """Every ``torch.distributed`` collective on openreg: group, seq, rank, peer, bytes, wait."""
-        return distributed.collectives(self.columns, self._t0)
-
     # -- files -------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the trace to ``path`` (read it back with ``openreg_lab.load_trace``)."""
@@ -628,97 +471,6 @@ class Trace(Exports):
             observed=self._seen(),
         )
 
-    # -- views (Note [Views are plugged in]) -------------------------------
-    def show(self) -> Any:
-        """The interactive dashboard of this trace (an ipywidgets widget): timeline, op table,
-        fallbacks, dispatch flow, copies and casts, memory. Displaying a bare ``Trace`` shows it too."""
-        return _require_renderer().dashboard(self)
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return _require_renderer().mimebundle(self)
-
-    def to_html(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        title: str | None = None,
-        run_info: Mapping[str, str] | None = None,
-    ) -> None:
-        """Write a self-contained HTML report of this trace to ``path`` (works offline, no server).
-
-        ``run_info`` adds rows to the report's header (e.g. the command line that was traced): a
-        mapping, whose keys and values are shown as text (``str()`` of each), as is ``title``.
-        """
-        if run_info is not None and not isinstance(run_info, Mapping):
-            raise TypeError(
-                f"to_html(run_info=...) takes a mapping of names to values, e.g. {{'command': 'train.py'}}; "
-                f"got {type(run_info).__name__}"
-            )
-        info = None if run_info is None else {str(k): str(v) for k, v in run_info.items()}
-        _require_renderer().write_html(self, os.fspath(path), None if title is None else str(title), info)
-
-
-def _to_frame(c: Columns, t0: int) -> pd.DataFrame:
-    f = c.fields
-    n = len(c)
-    strings = np.array(c.strings, dtype=object)
-    kind = np.array(_events.KINDS, dtype=object)[f["kind"]]
-    is_op = f["kind"] == 0
-    kernels = np.array([None, *_events.KERNELS[1:]], dtype=object)
-    # Codes to names by indexing a table (file codes are validated on load: files._CODES).
-    device_names = np.array(
-        [_events.device_name(code) for code in range(_events.NO_DEVICE, _events.MAX_DEVICES)], dtype=object
-    )
-    dtype_names = np.array(
-        [_events.dtype_name(code) for code in range(-1, _events.MAX_DTYPE + 1)], dtype=object
-    )
-
-    def dev(codes: np.ndarray) -> np.ndarray:
-        return device_names[codes.astype(np.int64) - _events.NO_DEVICE]
-
-    def dt(codes: np.ndarray) -> np.ndarray:
-        return dtype_names[codes.astype(np.int64) + 1]
-
-    is_cast = f["kind"] == 4
-    is_mem = np.isin(f["kind"], _events.MEMORY_KINDS)
-    is_collective = f["kind"] == _events.KINDS.index("collective")  # src/dst hold ranks
-    shapes = np.full(n, None, dtype=object)
-    arg_dtypes = np.full(n, None, dtype=object)
-    for i in np.flatnonzero(f["shapes"] >= 0):
-        shapes[i], arg_dtypes[i] = _events.decode_shapes(c.pool, int(f["shapes"][i]))
-    source = _events.inherit(f["source"].astype(np.int64), f["parent"])
-    frame = pd.DataFrame(
-        {
-            "id": f["id"],
-            "parent": f["parent"],
-            "kind": kind,
-            "name": strings[f["name"]],
-            "kernel": kernels[f["kernel"]],
-            "dispatch": np.where(is_op, strings[np.where(is_op, f["dispatch"], 0)], None),
-            "device": dev(f["device"]) if n else [],
-            "thread": f["thread"],
-            "start_ns": f["start_ns"] - t0,
-            "dur_ns": f["dur_ns"],
-            "bytes": f["bytes"],
-            "src": np.where(is_collective, None, dev(f["src"])) if n else [],
-            "dst": np.where(is_collective, None, dev(f["dst"])) if n else [],
-            "from_dtype": dt(f["from_dtype"]) if n else [],
-            "to_dtype": dt(f["to_dtype"]) if n else [],
-            "shapes": shapes,
-            "dtypes": arg_dtypes,
-            "source": np.where(source > 0, strings[source], None),
-            "seq": np.where(((f["kind"] <= 1) | (f["kind"] == _events.STEP)) & (f["seq"] >= 0), f["seq"], -1),
-            "forward": _events.forward_links(f),
-            "argument": np.where(is_cast, strings[np.where(is_cast, f["dispatch"], 0)], None),
-            "cache_hit": np.where(is_cast, (f["flags"] & _events.CACHE_HIT) != 0, False),
-            "total": np.where(is_mem, f["seq"], -1),
-            "address": _events.addresses(f),
-            **_compiled_columns(f, strings),
-        },
-        columns=EVENT_COLUMNS,
-    )
-    return frame
-
 
 def _steps_of(chosen: range | str) -> range:
     return steps.parse(chosen)
@@ -731,9 +483,3 @@ def _steps_text(first: int, last: int) -> str:
 
 def _ms(ns: int) -> str:
     return f"{ns / 1e6:,.1f} ms"
-
-
-def _compiled_columns(f: dict[str, np.ndarray], strings: np.ndarray) -> dict[str, np.ndarray]:
-    """``fused``, ``graph`` and ``reason`` (``events.compiled_codes``) as text, None where absent."""
-    codes = _events.compiled_codes(f)
-    return {k: np.where(v > 0, strings[v], None) for k, v in codes.items()}

@@ -112,10 +112,12 @@ def test_chrome_trace_follows_the_trace_event_format(rich_trace, tmp_path):
     rich_trace.export_chrome_trace(path)
     doc = json.loads(path.read_text())
     events = doc["traceEvents"]
-    complete = [e for e in events if e["ph"] == "X"]
+    complete = [e for e in events if e["ph"] == "X" and e["cat"] != "host"]
     ev = rich_trace.events
     durable = ev[ev["kind"].isin(["op", "backward", "fallback", "copy", "cast"])]
     assert len(complete) == len(durable)
+    host = [e for e in events if e["ph"] == "X" and e["cat"] == "host"]
+    assert len(host) == len(rich_trace.host_events)  # the sampled Python, if a sample fell in the trace
     for e in complete:
         assert {"name", "cat", "ts", "dur", "pid", "tid", "args"} <= e.keys()
     names = {e["args"]["name"] for e in events if e["ph"] == "M"}
