@@ -145,7 +145,7 @@ def _anchors() -> dict[str, object]:
 @contextlib.contextmanager
 def _sampler_alone():
     """Our host sampler with no trace open: what sampling the host's Python costs by itself."""
-    from openreg_lab.recording.host import Sampler
+    from openreg_lab.recording.sampler import Sampler
 
     s = Sampler()
     s.start()
@@ -159,7 +159,7 @@ def _sampler_own_share(run, calls: int = 200) -> float:
     """The host sampler's own thread's CPU time over the process's, across ``calls`` calls of
     ``run`` each under a fresh sampler (as ``trace()`` opens one): read from the thread's clock,
     untouched by the other processes' noise on the step's times."""
-    from openreg_lab.recording.host import Sampler
+    from openreg_lab.recording.sampler import Sampler
 
     samplers, process = [], 0
     for _ in range(calls):

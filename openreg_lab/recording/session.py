@@ -39,6 +39,7 @@ from openreg_lab.recording import host as _host
 from openreg_lab.recording import memory as _memory
 from openreg_lab.recording import modules as _modules
 from openreg_lab.recording import observations as _observations
+from openreg_lab.recording import sampler as _sampler
 from openreg_lab.recording._strings import interned_count as _interned_count
 from openreg_lab.recording._strings import strings as _strings
 from openreg_lab.recording.exports import Exports
@@ -234,7 +235,7 @@ class Trace(Tables, Exports, Viewable):
         if not isinstance(host, bool):
             raise TypeError(f"trace(host=...) is True (sample the host's Python) or False, got {host!r}")
         self.host_sampling = host
-        self._sampler: _host.Sampler | None = None
+        self._sampler: _sampler.Sampler | None = None
         self._samples: _host.Samples | None = None
         self._pending: tuple[Any, set[int], int] | None = None  # a stopped sampler's raw samples
         self._opener = 0  # the OS thread that opened the recording (its Python is sampled too)
@@ -267,7 +268,7 @@ class Trace(Tables, Exports, Viewable):
         _compile_events.install_if_dynamo_loaded()  # so that compilations inside are recorded
         if self.host_sampling:
             self._opener = threading.get_native_id()
-            self._sampler = _host.Sampler()
+            self._sampler = _sampler.Sampler()
             self._sampler.start()
         self._t0 = time.monotonic_ns()
         self._session = _C._trace_open(

@@ -19,7 +19,7 @@ import torch
 
 import openreg_lab
 from openreg_lab import _C
-from openreg_lab.recording import accounting, host, steps
+from openreg_lab.recording import accounting, host, sampler, steps
 from openreg_lab.views import static
 from openreg_lab.views.lod import COLOR_KEYS, Pyramid
 
@@ -330,7 +330,7 @@ def test_a_thread_that_runs_through_its_intervals_never_reads_as_waiting(slow_st
 
 @pytest.mark.parametrize(
     ("ago_s", "first_sleep_ns"),
-    [(0.0, host.MAX_INTERVAL_NS), (2.5, host.MAX_INTERVAL_NS // 4), (30.0, host.INTERVAL_NS)],
+    [(0.0, sampler.MAX_INTERVAL_NS), (2.5, sampler.MAX_INTERVAL_NS // 4), (30.0, host.INTERVAL_NS)],
 )
 def test_the_sampling_interval_is_carried_to_the_next_sampler_and_halves_per_second_since(
     monkeypatch: pytest.MonkeyPatch, ago_s: float, first_sleep_ns: int
@@ -338,16 +338,16 @@ def test_the_sampling_interval_is_carried_to_the_next_sampler_and_halves_per_sec
     """Note [The sampler's budget]: a sampler starts at the interval the process's last one ended
     with, halved for each second since (never under INTERVAL_NS), and leaves its own, stamped."""
     slept: list[float] = []
-    real_pause = host.Sampler._pause
+    real_pause = sampler.Sampler._pause
 
-    def record(self: host.Sampler, seconds: float) -> None:
+    def record(self: sampler.Sampler, seconds: float) -> None:
         slept.append(seconds)
         real_pause(self, seconds)
 
-    carried = [host.MAX_INTERVAL_NS, time.monotonic_ns() - int(ago_s * 1e9)]
-    monkeypatch.setattr(host, "_carried", carried)
-    monkeypatch.setattr(host.Sampler, "_pause", record)
-    s = host.Sampler()
+    carried = [sampler.MAX_INTERVAL_NS, time.monotonic_ns() - int(ago_s * 1e9)]
+    monkeypatch.setattr(sampler, "_carried", carried)
+    monkeypatch.setattr(sampler.Sampler, "_pause", record)
+    s = sampler.Sampler()
     s.start()
     busy_until(lambda: slept, 0.02)
     s.stop_raw()
@@ -357,7 +357,7 @@ def test_the_sampling_interval_is_carried_to_the_next_sampler_and_halves_per_sec
     ended = time.monotonic_ns()
     monkeypatch.undo()
     assert slept and slept[0] == first_sleep_ns / 1e9
-    assert host.INTERVAL_NS <= carried[0] <= host.MAX_INTERVAL_NS
+    assert host.INTERVAL_NS <= carried[0] <= sampler.MAX_INTERVAL_NS
     assert ended - 10**9 < carried[1] <= ended  # stamped when that sampler ended
 
 
@@ -365,13 +365,13 @@ def _threads_of(monkeypatch: pytest.MonkeyPatch) -> dict[int, set[int]]:
     """Per sampler (its id()), the OS threads it waited on between samples: the thread it ran on,
     told apart from whatever other threads the process starts meanwhile (torch's pools)."""
     ran: dict[int, set[int]] = {}
-    real_pause = host.Sampler._pause
+    real_pause = sampler.Sampler._pause
 
-    def record(self: host.Sampler, seconds: float) -> None:
+    def record(self: sampler.Sampler, seconds: float) -> None:
         ran.setdefault(id(self), set()).add(threading.get_native_id())
         real_pause(self, seconds)
 
-    monkeypatch.setattr(host.Sampler, "_pause", record)
+    monkeypatch.setattr(sampler.Sampler, "_pause", record)
     return ran
 
 
@@ -381,7 +381,7 @@ def test_one_parked_thread_samples_trace_after_trace(monkeypatch):
     ran = _threads_of(monkeypatch)
     samplers = []
     for _ in range(11):
-        s = host.Sampler(1_000_000)
+        s = sampler.Sampler(1_000_000)
         s.start()
         # a busy thread gives up the GIL every 5 ms (the switch interval): a few samples
         busy_until(lambda s=s: s._rows, 0.05)
@@ -391,16 +391,16 @@ def test_one_parked_thread_samples_trace_after_trace(monkeypatch):
     threads = set().union(*(ran[id(s)] for s in samplers))
     assert len(threads) == 1  # one thread ran all eleven, one after another
     assert str(threads.pop()) in os.listdir("/proc/self/task")  # and it is still there, parked
-    assert len(host._parked) == 1 and not host._parked[0].dead
+    assert len(sampler._parked) == 1 and not sampler._parked[0].dead
 
 
 def test_two_samplers_at_once_each_sample_and_the_second_thread_ends(monkeypatch):
     ran = _threads_of(monkeypatch)
-    monkeypatch.setattr(host, "_carried", list(host._carried))  # the interval they end with stays here
-    outer = host.Sampler(1_000_000)
+    monkeypatch.setattr(sampler, "_carried", list(sampler._carried))  # the interval they end with stays here
+    outer = sampler.Sampler(1_000_000)
     outer.start()
     busy(0.005)
-    inner = host.Sampler(1_000_000)
+    inner = sampler.Sampler(1_000_000)
     inner.start()  # the parked thread is busy with `outer`: `inner` gets a thread of its own
     busy_until(lambda: inner._rows and outer._rows, 0.05)
     inner_rows = inner.stop_raw()[0]
@@ -424,7 +424,7 @@ def test_clock_reads_keep_the_gil_and_carry_their_own_time():
     """Note [Clock reads keep the GIL]: one call reads a thread's CPU clock, the monotonic time it
     read it at, and its schedstat's run-queue ns; a clock or file that is gone reads -1."""
     me = threading.get_native_id()
-    clock, fd = host._handles(threading.get_ident(), me)
+    clock, fd = sampler._handles(threading.get_ident(), me)
     assert clock is not None and fd is not None
     try:
         before, cpu_before, queue_before = time.monotonic_ns(), time.thread_time_ns(), _schedstat_queue(me)
@@ -434,37 +434,37 @@ def test_clock_reads_keep_the_gil_and_carry_their_own_time():
         assert cpu_before <= cpu <= cpu_after  # this thread's CPU clock
         assert queue_before <= queue <= queue_after  # schedstat's second field
         assert _C._host_thread_times(clock, -1)[2] == -1  # no file: not read
-        assert _C._host_thread_times(host.NO_CLOCK, -1)[1] == -1  # no clock
+        assert _C._host_thread_times(sampler.NO_CLOCK, -1)[1] == -1  # no clock
     finally:
-        host._close((clock, fd))
+        sampler._close((clock, fd))
 
     ended = threading.Thread(target=lambda: None)
     ended.start()
     ident, tid = ended.ident, ended.native_id
     assert ident is not None and tid is not None
-    clock, fd = host._handles(ident, tid)  # opened while it runs or just after: either way
+    clock, fd = sampler._handles(ident, tid)  # opened while it runs or just after: either way
     ended.join()
     try:
         if fd is not None:  # the thread had not ended when its file was opened
             deadline = time.monotonic() + 10
             while str(tid) in os.listdir("/proc/self/task") and time.monotonic() < deadline:
                 time.sleep(0.01)
-            assert _C._host_thread_times(host.NO_CLOCK, fd)[2] == -1  # its file reads nothing now
+            assert _C._host_thread_times(sampler.NO_CLOCK, fd)[2] == -1  # its file reads nothing now
     finally:
-        host._close((clock, fd))
+        sampler._close((clock, fd))
 
 
 def test_the_parked_thread_opens_each_threads_files_once_and_closes_an_ended_threads(monkeypatch):
     """Note [Clock reads keep the GIL]: across traces on the parked thread, a thread's clock id and
     schedstat file are opened once; a thread that ended is closed at the end of the next trace."""
     opened: list[int] = []
-    real = host._handles
+    real = sampler._handles
 
     def counting(ident: int, tid: int) -> tuple[int | None, int | None]:
         opened.append(tid)
         return real(ident, tid)
 
-    monkeypatch.setattr(host, "_handles", counting)
+    monkeypatch.setattr(sampler, "_handles", counting)
     stop = threading.Event()
     worker = threading.Thread(target=lambda: [busy(0.002) for _ in iter(stop.is_set, True)])
     worker.start()
@@ -472,14 +472,14 @@ def test_the_parked_thread_opens_each_threads_files_once_and_closes_an_ended_thr
     try:
         both = {threading.get_native_id(), worker.native_id}
         for _ in range(3):
-            s = host.Sampler(1_000_000)
+            s = sampler.Sampler(1_000_000)
             s.start()
             deadline = time.monotonic() + 10
             while not {r[1] for r in list(s._rows)} >= both and time.monotonic() < deadline:
                 busy(0.01)  # until it sampled both threads (two busy threads share the GIL)
             rows = s.stop_raw()[0]
             assert {r[1] for r in rows} >= both
-        parked = host._parked[0]
+        parked = sampler._parked[0]
         deadline = time.monotonic() + 10
         while parked.current is not None and time.monotonic() < deadline:
             time.sleep(0.01)  # the third trace's sampler returned
@@ -494,7 +494,7 @@ def test_the_parked_thread_opens_each_threads_files_once_and_closes_an_ended_thr
     handle = parked_handles.get(worker.native_id)
     assert handle is not None and handle[1] is not None
     fd = handle[1]
-    s = host.Sampler(1_000_000)
+    s = sampler.Sampler(1_000_000)
     s.start()  # the worker has ended: this trace's end closes its file
     busy(0.02)
     s.stop_raw()
@@ -515,8 +515,8 @@ def test_the_budget_lengthens_the_interval_while_the_process_is_busy_whoever_is(
     the sampled threads themselves ran (they may wait for the process's other threads)."""
     clocks = {"thread": 0, "process": 0, "wall": 0}
     for name, key in (("thread_time_ns", "thread"), ("process_time_ns", "process"), ("monotonic_ns", "wall")):
-        monkeypatch.setattr(host.time, name, lambda key=key: clocks[key])
-    s = host.Sampler()
+        monkeypatch.setattr(sampler.time, name, lambda key=key: clocks[key])
+    s = sampler.Sampler()
     # 100 ms of wall, the process on a CPU all of it, 3 ms of it the sampler's: 3x BUDGET.
     clocks.update(thread=3_000_000, process=100_000_000, wall=100_000_000)
     assert s._adapt(2_000_000, (0, 0, 0)) == (6_000_000, (3_000_000, 100_000_000, 100_000_000))
@@ -530,7 +530,7 @@ def test_the_budget_lengthens_the_interval_while_the_process_is_busy_whoever_is(
     # Far over it: 4x at most a check, and never over MAX_INTERVAL_NS.
     clocks.update(thread=50_000_000)
     assert s._adapt(2_000_000, (0, 0, 0))[0] == 8_000_000
-    assert s._adapt(8_000_000, (0, 0, 0))[0] == host.MAX_INTERVAL_NS
+    assert s._adapt(8_000_000, (0, 0, 0))[0] == sampler.MAX_INTERVAL_NS
 
 
 def _outer(ready: threading.Event, stop: threading.Event) -> None:
