@@ -1,5 +1,5 @@
 // The host sampler's stack walk (Note [Host samples] in
-// openreg_lab/recording/host.py): the Python stacks of the threads asked for,
+// openreg_lab/recording/sampler.py): the Python stacks of the threads asked for,
 // read in one call that keeps the GIL from sys._current_frames() to the last
 // frame. A walk in Python could lose the GIL to the switch interval halfway;
 // the sampled thread then ran on, and following f_back or reading f_lasti of

@@ -1,5 +1,5 @@
 // The host sampler's per-thread clock reads (Note [Host samples] in
-// openreg_lab/recording/host.py): a thread's CPU clock, the monotonic time
+// openreg_lab/recording/sampler.py): a thread's CPU clock, the monotonic time
 // it was read at, and its run-queue wait from /proc/self/task/<tid>/schedstat,
 // all in one call that keeps the GIL. Python's os.pread gives the GIL up
 // around the read; the sampled thread then takes it, and the sampler waits up

@@ -151,7 +151,7 @@ def trace(
             said by ``Trace.skipped``, the report and ``openreg-lab run``; a block that ends
             before the first chosen step records nothing and warns.
         host: also sample the Python the traced threads run, every 1 to 16 ms within a CPU budget
-            (Note [Host samples] in ``recording/host.py``): ``Trace.host()`` and
+            (Note [Host samples] in ``recording/sampler.py``): ``Trace.host()`` and
             ``Trace.host_events``, the Python lane of
             the timeline, and the host Python and waiting the verdict splits the wall time into.
             ``host=False`` records no host samples.
