@@ -43,6 +43,9 @@ LIVE_COLUMNS = [
     "device", "id", "bytes", "block_bytes", "category", "op", "module", "source", "step", "age_steps",
     "start_ns", "address",
 ]  # fmt: skip
+#: The columns of ``Memory.live_many()``'s rows and its totals (one row a moment).
+LIVE_MANY_COLUMNS = ["moment", *LIVE_COLUMNS]
+LIVE_TOTAL_COLUMNS = ["moment", "t_ns", "allocations", "bytes"]
 TIMELINE_COLUMNS = ["t_ns", "device", "category", "bytes"]
 SITE_COLUMNS = ["device", "source", "module", "op", "category", "allocations", "bytes", "share"]
 STEP_COLUMNS = [
@@ -211,6 +214,56 @@ class Memory:
         starts = self._c.fields["start_ns"]
         position = int(np.searchsorted(starts, int(t_ns) + self._t0, side="right")) - 1
         return self._live_at(position, self._devices(device))
+
+    def live_many(self, t_ns: Any, device: str | int, top: int = 20) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """``live(t, device).head(top)`` at each moment of ``t_ns`` at once, for views that embed
+        what was live at many moments (the report's memory view). Returns the rows
+        (``LIVE_MANY_COLUMNS``: ``moment``, the index into ``t_ns``, then ``LIVE_COLUMNS``) and one
+        row a moment (``LIVE_TOTAL_COLUMNS``): how many allocations and bytes (blocks) were live
+        then in all, so a view says what its ``top`` rows leave out."""
+        if isinstance(top, bool) or not isinstance(top, int) or top < 0:
+            raise ValueError(f"live_many(top=...) takes a number of rows (0 or more), got {top!r}")
+        (d,) = self._devices(device)
+        a = self._a
+        times = np.asarray(t_ns, dtype=np.int64).reshape(-1)
+        starts = self._c.fields["start_ns"]
+        pos = np.searchsorted(starts, times + self._t0, side="right").astype(np.int64) - 1
+        mine = np.flatnonzero(a.device == d)
+        mine = mine[np.lexsort((a.id[mine], -a.block[mine]))]  # live()'s order: largest first
+        lo, hi = np.sort(a.start[mine]), np.sort(a.end[mine])
+        count = np.searchsorted(lo, pos, side="right") - np.searchsorted(hi, pos, side="right")
+        by_start, by_end = np.argsort(a.start[mine], kind="stable"), np.argsort(a.end[mine], kind="stable")
+        up = np.r_[0, np.cumsum(a.block[mine][by_start])]
+        down = np.r_[0, np.cumsum(a.block[mine][by_end])]
+        nbytes = up[np.searchsorted(lo, pos, side="right")] - down[np.searchsorted(hi, pos, side="right")]
+        chosen: list[np.ndarray] = []
+        moment: list[np.ndarray] = []
+        need = np.minimum(count, top)
+        have = np.zeros(len(pos), dtype=np.int64)
+        for first in range(0, len(mine), 4096):  # the largest first, until each moment has its rows
+            open_ = np.flatnonzero(have < need)
+            if not len(open_):
+                break
+            chunk = mine[first : first + 4096]
+            p = pos[open_, None]
+            live = (a.start[chunk][None, :] <= p) & (a.end[chunk][None, :] > p)
+            rank = np.cumsum(live, axis=1) + have[open_, None]
+            take = live & (rank <= need[open_, None])
+            r, c = np.nonzero(take)
+            moment.append(open_[r])
+            chosen.append(chunk[c])
+            have[open_] += take.sum(axis=1)
+        m = np.concatenate(moment) if moment else np.zeros(0, np.int64)
+        index = np.concatenate(chosen) if chosen else np.zeros(0, np.int64)
+        order = np.argsort(m, kind="stable")  # per moment, still largest first
+        m, index = m[order], index[order]
+        rows = self._rows(index, LIVE_COLUMNS, step_now=0)
+        now = np.where(pos >= 0, _alloc._steps_of(self._c.fields, np.maximum(pos, 0)), 0)
+        rows["age_steps"] = now[m] - a.step[index]
+        rows.insert(0, "moment", m)
+        data = {"moment": np.arange(len(pos)), "t_ns": times, "allocations": count, "bytes": nbytes}
+        totals = self._frame(LIVE_TOTAL_COLUMNS, data)
+        return rows, totals
 
     def _live_at(self, position: int, devices: list[int]) -> pd.DataFrame:
         index = (

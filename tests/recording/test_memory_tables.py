@@ -317,3 +317,30 @@ def test_a_version_1_file_says_its_allocations_cannot_be_paired(tmp_path):
     assert m.problems[0].startswith(
         "its allocations and frees name no block (a trace file of format version 1"
     )
+
+
+def _plain(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with object cells and None for a missing string (pandas infers string columns by content)."""
+    return df.astype(object).where(df.notna(), None).reset_index(drop=True)
+
+
+def test_live_at_many_moments_is_live_at_each(no_gc):
+    t, *_ = _training(steps=2)
+    m = t.memory()
+    moments = sorted(set(m.timeline(buckets=30)["t_ns"].tolist())) + [10**15]
+    rows, totals = m.live_many(moments, "openreg:0", top=4)
+    assert totals["moment"].tolist() == list(range(len(moments)))
+    for i, when in enumerate(moments):
+        live = m.live(when, "openreg:0")
+        mine = rows[rows["moment"] == i].drop(columns="moment")
+        assert _plain(mine).equals(_plain(live.head(4))), when
+        assert (int(totals["allocations"].iat[i]), int(totals["bytes"].iat[i])) == (
+            len(live),
+            int(live["block_bytes"].sum()),
+        )
+    assert int(totals["bytes"].iat[-1]) == torch.openreg.memory_allocated()
+    assert len(m.live_many([0], 0, top=0)[0]) == 0
+    with pytest.raises(ValueError, match="takes a number of rows"):
+        m.live_many([0], 0, top=-1)
+    with pytest.raises(ValueError, match="no memory event on openreg:3"):
+        m.live_many([0], "openreg:3")
