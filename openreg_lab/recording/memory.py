@@ -45,7 +45,7 @@ LIVE_COLUMNS = [
 ]  # fmt: skip
 #: The columns of ``Memory.live_many()``'s rows and its totals (one row a moment).
 LIVE_MANY_COLUMNS = ["moment", *LIVE_COLUMNS]
-LIVE_TOTAL_COLUMNS = ["moment", "t_ns", "allocations", "bytes"]
+LIVE_TOTAL_COLUMNS = ["moment", "t_ns", "step", "allocations", "bytes"]
 TIMELINE_COLUMNS = ["t_ns", "device", "category", "bytes"]
 SITE_COLUMNS = ["device", "source", "module", "op", "category", "allocations", "bytes", "share"]
 STEP_COLUMNS = [
@@ -219,8 +219,9 @@ class Memory:
         """``live(t, device).head(top)`` at each moment of ``t_ns`` at once, for views that embed
         what was live at many moments (the report's memory view). Returns the rows
         (``LIVE_MANY_COLUMNS``: ``moment``, the index into ``t_ns``, then ``LIVE_COLUMNS``) and one
-        row a moment (``LIVE_TOTAL_COLUMNS``): how many allocations and bytes (blocks) were live
-        then in all, so a view says what its ``top`` rows leave out."""
+        row a moment (``LIVE_TOTAL_COLUMNS``): its step (what ``age_steps`` counts from) and how many
+        allocations and bytes (blocks) were live then in all, so a view says what its ``top`` rows
+        leave out."""
         if isinstance(top, bool) or not isinstance(top, int) or top < 0:
             raise ValueError(f"live_many(top=...) takes a number of rows (0 or more), got {top!r}")
         (d,) = self._devices(device)
@@ -261,7 +262,13 @@ class Memory:
         now = np.where(pos >= 0, _alloc._steps_of(self._c.fields, np.maximum(pos, 0)), 0)
         rows["age_steps"] = now[m] - a.step[index]
         rows.insert(0, "moment", m)
-        data = {"moment": np.arange(len(pos)), "t_ns": times, "allocations": count, "bytes": nbytes}
+        data = {
+            "moment": np.arange(len(pos)),
+            "t_ns": times,
+            "step": now,
+            "allocations": count,
+            "bytes": nbytes,
+        }
         totals = self._frame(LIVE_TOTAL_COLUMNS, data)
         return rows, totals
 

@@ -338,6 +338,7 @@ def test_live_at_many_moments_is_live_at_each(no_gc):
             len(live),
             int(live["block_bytes"].sum()),
         )
+        assert (live["step"] + live["age_steps"] == totals["step"].iat[i]).all()  # the moment's step
     assert int(totals["bytes"].iat[-1]) == torch.openreg.memory_allocated()
     assert len(m.live_many([0], 0, top=0)[0]) == 0
     with pytest.raises(ValueError, match="takes a number of rows"):
