@@ -32,9 +32,9 @@ function openregMemoryView(id, data) {
       `${count.toLocaleString("en-US")} allocations, ${fmtBytes(total)}.`;
     if (count > rows.length) {
       const listed = rows.reduce((s, r) => s + r[0], 0);
-      text += ` The ${rows.length.toLocaleString("en-US")} largest are listed; ` +
-        `${(count - rows.length).toLocaleString("en-US")} more (${fmtBytes(total - listed)}) are not ` +
-        "(Trace.memory().live(t_ns) has them all).";
+      text += ` The ${rows.length.toLocaleString("en-US")} largest are listed, the other ` +
+        `${(count - rows.length).toLocaleString("en-US")} (${fmtBytes(total - listed)}) left out ` +
+        "(Trace.memory().live(t_ns) lists all).";
     }
     const box = document.getElementById("memory-live");
     box.replaceChildren();

@@ -140,6 +140,7 @@ def figure(t: MemoryTables) -> go.Figure:
             title={"text": title, "x": 0},
             height=340 + 240 * (n - 1),
             hovermode="x unified",
+            hoverdistance=-1,  # the nearest moment, however far: moments are sparse where little happens
             legend={"orientation": "h", "y": -0.18, "traceorder": "normal"},
             margin={"l": 10, "r": 10, "t": 60, "b": 10},
         )
@@ -231,8 +232,8 @@ def caption(device: str, t_ns: float, step: int, allocations: int, nbytes: int, 
     if allocations > len(shown):
         left = nbytes - int(shown["block_bytes"].sum())
         out += (
-            f" The {len(shown):,} largest are listed; {allocations - len(shown):,} more "
-            f"({theme.format_bytes(left)}) are not (Trace.memory().live(t_ns) has them all)."
+            f" The {len(shown):,} largest are listed, the other {allocations - len(shown):,} "
+            f"({theme.format_bytes(left)}) left out (Trace.memory().live(t_ns) lists all)."
         )
     return out
 
