@@ -249,6 +249,37 @@ def live_html(live: pd.DataFrame, device: str, t_ns: float, top: int = LIVE_ROWS
     )
 
 
+def note_html(t: MemoryTables) -> str:
+    """The incomplete note as HTML ("" when the tables are complete)."""
+    note = incomplete_note(t)
+    if not note:
+        return ""
+    return (
+        f"<div class='openreg-memory-note openreg-warning' style='color:{theme.WARNING_COLOR};"
+        f"font-weight:600'>{html.escape(note)}</div>"
+    )
+
+
+#: The columns of the peaks by category in the static view, ``(key, label, format)``.
+PEAK_COLUMNS = [("device", "device", "text"), ("peak_bytes", "peak", "bytes"), ("t_ns", "at", "ns"),
+                ("step", "step", "int"), *[(c, c, "bytes") for c in CATEGORIES]]  # fmt: skip
+
+
+def static_html(memory: Memory, t: MemoryTables, top: int = LIVE_ROWS) -> str:
+    """The memory view with no JavaScript (the dashboard's ``text/html``): the incomplete note, each
+    device's peak by category, the out-of-memory errors and what was live at the first device's peak."""
+    out = ["<h4>Memory by category</h4>", note_html(t), static.table_html(t.peaks, PEAK_COLUMNS)]
+    if len(t.ooms):
+        out.append(
+            f"<div style='color:{theme.WARNING_COLOR}'>{len(t.ooms):,} out of memory in the trace</div>"
+        )
+    for device in t.devices[:1]:
+        when, _, _ = t.moments(device)
+        i = t.peak_moment(device)
+        out.append(live_html(memory.live(int(when[i]), device), device, float(when[i]), top))
+    return "<div class='openreg-memory-static'>" + "".join(out) + "</div>"
+
+
 def report_section(
     memory: Memory, t: MemoryTables, div_id: str = "memory-chart", top: int = LIVE_ROWS
 ) -> str:
@@ -284,13 +315,7 @@ def report_section(
             i = t.peak_moment(device)
             first = live_html(memory.live(int(when[i]), device), device, float(when[i]), top)
     data["strings"] = list(strings)
-    note = incomplete_note(t)
-    warn = (
-        f"<div class='openreg-memory-note openreg-warning' style='color:{theme.WARNING_COLOR};"
-        f"font-weight:600'>{html.escape(note)}</div>"
-        if note
-        else ""
-    )
+    warn = note_html(t)
     hint = (
         f"<div style='color:{theme.MUTED_TEXT_COLOR}'>Each category's bytes live over time, stacked; "
         f"{_detail(t)} Click the chart at a moment to list what was live then (the timeline's cursor "
