@@ -11,7 +11,6 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from torch import nn
 
 import openreg_lab
 from openreg_lab import theme
@@ -19,25 +18,12 @@ from openreg_lab.recording import memory_ranks
 from openreg_lab.recording.observations import CATEGORIES
 from openreg_lab.views import memory_view
 from openreg_lab.views.report import report_html
-
-
-def _step_trace(steps: int = 2) -> openreg_lab.Trace:
-    """A 2-layer MLP trained ``steps`` steps with Adam, traced with modules and lines."""
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to("openreg")
-    opt = torch.optim.Adam(model.parameters())
-    x = torch.randn(8, 16, device="openreg")
-    with openreg_lab.trace(stack=True) as t:
-        for _ in range(steps):
-            model(x).sum().backward()
-            opt.step()
-            opt.zero_grad()
-    return t
+from tests.support.views_data import mlp_step_trace
 
 
 @pytest.fixture(scope="module")
 def traced() -> openreg_lab.Trace:
-    return _step_trace()
+    return mlp_step_trace()
 
 
 class _Rows(HTMLParser):
@@ -224,7 +210,7 @@ def test_incomplete_memory_and_an_out_of_memory_are_marked():
 
 
 def test_the_ranks_row_is_each_ranks_peak_by_category(traced):
-    other = _step_trace(steps=1)
+    other = mlp_step_trace(steps=1)
     peaks = memory_ranks.peaks_by_rank([traced, other])
     page = memory_view.rank_peaks_html(peaks)
     rows = _table(page)
