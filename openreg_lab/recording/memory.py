@@ -10,6 +10,7 @@
     m.timeline()      # bytes live over time, by category and device (what the memory view stacks)
     m.steps()         # per training step: the bytes at its start, its peak and its end
     m.leaks()         # made in a step and never freed, step after step: with its line
+    m.live_many(ts, "openreg:0", top=20)  # the largest live at many moments (the report's view)
 
 Each allocation has a category in PyTorch's terms (Note [Memory categories] in ``allocations``):
 ``parameter``, ``gradient``, ``optimizer_state``, ``input``, ``activation`` (saved for backward),
