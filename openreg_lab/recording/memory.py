@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from openreg_lab.recording import _live_many
 from openreg_lab.recording import allocations as _alloc
 from openreg_lab.recording.events import KINDS, Columns, device_name
 from openreg_lab.recording.observations import CATEGORIES, GRADIENT, OPTIMIZER_STATE, PARAMETER, Observed
@@ -238,27 +239,7 @@ class Memory:
         up = np.r_[0, np.cumsum(a.block[mine][by_start])]
         down = np.r_[0, np.cumsum(a.block[mine][by_end])]
         nbytes = up[np.searchsorted(lo, pos, side="right")] - down[np.searchsorted(hi, pos, side="right")]
-        chosen: list[np.ndarray] = []
-        moment: list[np.ndarray] = []
-        need = np.minimum(count, top)
-        have = np.zeros(len(pos), dtype=np.int64)
-        for first in range(0, len(mine), 4096):  # the largest first, until each moment has its rows
-            open_ = np.flatnonzero(have < need)
-            if not len(open_):
-                break
-            chunk = mine[first : first + 4096]
-            p = pos[open_, None]
-            live = (a.start[chunk][None, :] <= p) & (a.end[chunk][None, :] > p)
-            rank = np.cumsum(live, axis=1) + have[open_, None]
-            take = live & (rank <= need[open_, None])
-            r, c = np.nonzero(take)
-            moment.append(open_[r])
-            chosen.append(chunk[c])
-            have[open_] += take.sum(axis=1)
-        m = np.concatenate(moment) if moment else np.zeros(0, np.int64)
-        index = np.concatenate(chosen) if chosen else np.zeros(0, np.int64)
-        order = np.argsort(m, kind="stable")  # per moment, still largest first
-        m, index = m[order], index[order]
+        m, index = _live_many.first_live(a.start, a.end, mine, pos, top)
         rows = self._rows(index, LIVE_COLUMNS, step_now=0)
         now = np.where(pos >= 0, _alloc._steps_of(self._c.fields, np.maximum(pos, 0)), 0)
         rows["age_steps"] = now[m] - a.step[index]

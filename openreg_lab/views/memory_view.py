@@ -145,8 +145,7 @@ def figure(t: MemoryTables) -> go.Figure:
             margin={"l": 10, "r": 10, "t": 60, "b": 10},
         )
     )
-    fig.update_xaxes(title_text="ms", row=n, col=1)
-    fig.update_xaxes(hoverformat=",.3f", ticksuffix="")
+    fig.update_xaxes(hoverformat=",.3f", ticksuffix=" ms")  # the unified hover's title says "ms" too
     for r, device in enumerate(devices, start=1):
         _, _, b = t.moments(device)
         vals = _byte_ticks(float(b.sum(axis=1).max()) if len(b) else 0.0)
@@ -180,11 +179,12 @@ def _steps(fig: go.Figure, steps: pd.DataFrame, top: float, row: int, *, first: 
         ys += [0.0, top * 1.08, None]
     fig.add_scatter(x=xs, y=ys, mode="lines", name="end of a step", hoverinfo="skip", showlegend=first,
                     line={"color": "#5c677d", "width": 1, "dash": "dot"}, row=row, col=1)  # fmt: skip
-    if len(done) <= LABELLED_STEPS:
+    if len(done) <= LABELLED_STEPS:  # above the panel, clear of the areas and the peak's label
+        axis = "" if row == 1 else str(row)
         for s in done.itertuples(index=False):
-            fig.add_annotation(x=(s.start_ns + s.end_ns) / 2e6, y=top * 1.08, text=f"step {int(s.step)}",
-                               showarrow=False, font={"size": 10, "color": "#5c677d"}, yanchor="bottom",
-                               row=row, col=1)  # fmt: skip
+            fig.add_annotation(x=(s.start_ns + s.end_ns) / 2e6, y=1.0, xref=f"x{axis}",
+                               yref=f"y{axis} domain", text=f"step {int(s.step)}", showarrow=False,
+                               yanchor="bottom", font={"size": 10, "color": "#5c677d"})  # fmt: skip
 
 
 def _peak(fig: go.Figure, t: MemoryTables, device: str, row: int) -> None:
@@ -195,29 +195,24 @@ def _peak(fig: go.Figure, t: MemoryTables, device: str, row: int) -> None:
     fig.add_scatter(
         x=[p["t_ns"] / 1e6], y=[int(p["peak_bytes"])], mode="markers", name="peak", showlegend=False,
         marker={"color": theme.MARK_COLOR, "size": 10, "symbol": "diamond"},
-        meta={"device": device, "moment": t.peak_moment(device)},
-        customdata=[plotly_text(label)], hovertemplate="%{customdata}<extra></extra>", row=row, col=1,
+        meta={"device": device, "moment": t.peak_moment(device)}, hoverinfo="skip", row=row, col=1,
     )  # fmt: skip
+    when, _, _ = t.moments(device)
+    right = p["t_ns"] < (float(when[-1]) if len(when) else 0.0) / 2  # the label on the roomier side
     fig.add_annotation(x=p["t_ns"] / 1e6, y=int(p["peak_bytes"]), text=plotly_text(label), showarrow=True,
-                       arrowhead=2, ax=-40, ay=-28, font={"color": theme.MARK_COLOR, "size": 11},
-                       bgcolor="rgba(255,255,255,0.85)", row=row, col=1)  # fmt: skip
+                       arrowhead=2, ax=60 if right else -60, ay=0, xanchor="left" if right else "right",
+                       font={"color": theme.MARK_COLOR, "size": 11}, bgcolor="rgba(255,255,255,0.85)",
+                       row=row, col=1)  # fmt: skip
 
 
 def _ooms(fig: go.Figure, ooms: pd.DataFrame, row: int) -> None:
     if not len(ooms):
         return
-    text = [
-        plotly_text(
-            f"out of memory asking {theme.format_bytes(o.requested)} with "
-            f"{theme.format_bytes(o.allocated)} allocated"
-        )
-        for o in ooms.itertuples(index=False)
-    ]
+    text = [f"out of memory asking {theme.format_bytes(o.requested)}" for o in ooms.itertuples(index=False)]
     fig.add_scatter(
         x=(ooms["t_ns"] / 1e6).tolist(), y=ooms["allocated"].tolist(), mode="markers+text",
-        name="out of memory", text=["out of memory"] * len(ooms), textposition="top center",
-        textfont={"color": theme.WARNING_COLOR}, customdata=text,
-        hovertemplate="%{customdata}<extra></extra>",
+        name="out of memory", text=text, textposition="top left", hoverinfo="skip",
+        textfont={"color": theme.WARNING_COLOR},
         marker={"color": theme.WARNING_COLOR, "size": 12, "symbol": "x"}, row=row, col=1,
     )  # fmt: skip
 

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 import openreg_lab
 from openreg_lab.examples.models import mlp
-from openreg_lab.recording import distributed, memory_ranks
+from openreg_lab.recording import _live_many, distributed, memory_ranks
 from openreg_lab.recording.memory import live_at
 
 
@@ -324,7 +324,7 @@ def _plain(df: pd.DataFrame) -> pd.DataFrame:
     return df.astype(object).where(df.notna(), None).reset_index(drop=True)
 
 
-def test_live_at_many_moments_is_live_at_each(no_gc):
+def test_live_at_many_moments_is_live_at_each(no_gc, monkeypatch):
     t, *_ = _training(steps=2)
     m = t.memory()
     moments = sorted(set(m.timeline(buckets=30)["t_ns"].tolist())) + [10**15]
@@ -340,6 +340,13 @@ def test_live_at_many_moments_is_live_at_each(no_gc):
         )
         assert (live["step"] + live["age_steps"] == totals["step"].iat[i]).all()  # the moment's step
     assert int(totals["bytes"].iat[-1]) == torch.openreg.memory_allocated()
+    # The moments taken in groups of a few pairs each (a trace with many allocations live at once).
+    monkeypatch.setattr(_live_many, "PAIRS", 7)
+    shuffled = moments[::-1]
+    again, _ = m.live_many(shuffled, "openreg:0", top=4)
+    again["moment"] = len(moments) - 1 - again["moment"]
+    again = again.sort_values("moment", kind="stable")
+    assert _plain(again).equals(_plain(rows))
     assert len(m.live_many([0], 0, top=0)[0]) == 0
     with pytest.raises(ValueError, match="takes a number of rows"):
         m.live_many([0], 0, top=-1)

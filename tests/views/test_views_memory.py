@@ -206,7 +206,7 @@ def test_incomplete_memory_and_an_out_of_memory_are_marked():
     fig = memory_view.figure(memory_view.tables(t.memory()))
     (cross,) = [d for d in fig.data if d.name == "out of memory"]
     assert list(cross.x) == (ooms["t_ns"] / 1e6).tolist() and list(cross.y) == ooms["allocated"].tolist()
-    assert cross.customdata[0].startswith("out of memory asking 256.0 KiB")
+    assert cross.text[0] == "out of memory asking 256.0 KiB"
 
 
 def test_the_ranks_row_is_each_ranks_peak_by_category(traced):
