@@ -177,7 +177,8 @@ class Memory:
                 out[:, k] = start0
                 continue
             u, dn = up_cat == k, down_cat == k
-            delta = np.bincount(up_at[u], weights=up_block[u], minlength=len(mine))
+            # float weights (an empty bincount is int64 whatever its weights: astype, not -=)
+            delta = np.bincount(up_at[u], weights=up_block[u], minlength=len(mine)).astype(np.float64)
             delta -= np.bincount(down_at[dn], weights=down_block[dn], minlength=len(mine))
             running = start0 + np.cumsum(np.rint(delta).astype(np.int64))
             out[:, k] = np.where(at >= 0, running[np.maximum(at, 0)], start0)

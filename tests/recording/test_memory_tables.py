@@ -352,3 +352,13 @@ def test_live_at_many_moments_is_live_at_each(no_gc, monkeypatch):
         m.live_many([0], 0, top=-1)
     with pytest.raises(ValueError, match="no memory event on openreg:3"):
         m.live_many([0], "openreg:3")
+
+
+def test_a_trace_that_only_frees_memory_has_a_timeline():
+    x = torch.ones(64, device="openreg")
+    before = torch.openreg.memory_allocated()
+    with openreg_lab.trace() as t:
+        del x  # freed in the trace, allocated before it: no allocation of its category in the trace
+    tl = t.memory().timeline().query("device == 'openreg:0'")
+    k = tl["category"].nunique()
+    assert tl["bytes"].to_numpy().reshape(-1, k).sum(axis=1).tolist() == [before, before - 512]
