@@ -54,6 +54,7 @@ STEP_COLUMNS = [
     "step", "device", "start_ns", "end_ns", "start_bytes", "peak_bytes", "peak_ns", "end_bytes",
     "growth_bytes", "complete", *CATEGORIES,
 ]  # fmt: skip
+STEP_END_COLUMNS = ["step", "end_ns"]
 PEAK_COLUMNS = ["device", "peak_bytes", "t_ns", "event", "step", "start_bytes", "end_bytes", *CATEGORIES]
 LEAK_COLUMNS = [
     "device", "source", "module", "op", "category", "steps", "first_step", "last_step", "allocations",
@@ -409,6 +410,14 @@ class Memory:
             parts.append(part)
         data = {c: np.concatenate([p[c] for p in parts]) for c in STEP_COLUMNS} if parts else {}
         return self._frame(STEP_COLUMNS, data)
+
+    def step_ends(self) -> pd.DataFrame:
+        """When each training step ended (``STEP_END_COLUMNS``: its number and trace-relative
+        ``end_ns``, as ``steps()``), without the per-step peaks: what a view draws as boundaries."""
+        f = self._c.fields
+        is_step = np.flatnonzero(f["kind"] == _STEP)
+        data = {"step": f["seq"][is_step].astype(np.int64), "end_ns": self._rel(f["start_ns"][is_step])}
+        return self._frame(STEP_END_COLUMNS, data)
 
     def leaks(self) -> pd.DataFrame:
         """Leak candidates (``LEAK_COLUMNS``): sites (device, line, module, op, category) whose

@@ -21,7 +21,7 @@ no kernel, embeds the ``LIVE_ROWS`` largest allocations live at each moment it d
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,38 +59,61 @@ class MemoryTables:
     """What the memory view draws, from ``Trace.memory()``: tables only."""
 
     timeline: pd.DataFrame  #: ``Memory.timeline(buckets=...)``
-    peaks: pd.DataFrame  #: ``Memory.peaks()``
-    steps: pd.DataFrame  #: ``Memory.steps()``
+    step_ends: pd.DataFrame  #: ``Memory.step_ends()``
     ooms: pd.DataFrame  #: ``Memory.ooms()``
     complete: bool
     problems: list[str]
+    _moments: dict[str, tuple[np.ndarray, list[str], np.ndarray]] = field(default_factory=dict, repr=False)
 
     @property
     def devices(self) -> list[str]:
         """The devices with memory events, in the tables' order."""
-        return [str(d) for d in self.peaks["device"]]
+        return [str(d) for d in self.timeline["device"].unique()]
 
     def moments(self, device: str) -> tuple[np.ndarray, list[str], np.ndarray]:
         """The chart's moments on ``device``: their ``t_ns``, the categories that device held, and
         the bytes live per category at each (a row a moment, a column a category)."""
-        tl = self.timeline[self.timeline["device"] == device]
-        cats = [c for c in CATEGORIES if c in set(tl["category"].astype(str))]
-        k = max(len(cats), 1)
-        return tl["t_ns"].to_numpy()[::k], cats, tl["bytes"].to_numpy().reshape(-1, k)
+        if device not in self._moments:
+            tl = self.timeline[self.timeline["device"] == device]
+            codes = np.unique(tl["category"].cat.codes.to_numpy())  # the codes index CATEGORIES
+            cats = [CATEGORIES[c] for c in codes.tolist()]
+            k = max(len(cats), 1)
+            self._moments[device] = (tl["t_ns"].to_numpy()[::k], cats, tl["bytes"].to_numpy().reshape(-1, k))
+        return self._moments[device]
 
     def peak_moment(self, device: str) -> int:
-        """The index of the peak among ``moments(device)`` (the first moment holding it)."""
+        """The index of the peak among ``moments(device)``: the first moment holding the most (the
+        timeline keeps it among its moments, so it is ``Memory.peaks()``' moment)."""
         _, _, b = self.moments(device)
-        peak = int(self.peaks.loc[self.peaks["device"] == device, "peak_bytes"].iat[0])
-        return int(np.flatnonzero(b.sum(axis=1) == peak)[0])
+        return int(np.argmax(b.sum(axis=1))) if len(b) else 0
+
+    def step_of(self, t_ns: np.ndarray) -> np.ndarray:
+        """The training step each trace-relative time ran in (``Memory.steps()``' numbering)."""
+        ends = self.step_ends["end_ns"].to_numpy()
+        steps = self.step_ends["step"].to_numpy()
+        numbers = np.r_[steps, steps[-1] + 1] if len(steps) else np.zeros(1, dtype=np.int64)
+        return numbers[np.searchsorted(ends, np.asarray(t_ns), side="left")]
+
+    @property
+    def peaks(self) -> pd.DataFrame:
+        """Each device's peak (a row a device: ``device``, ``peak_bytes``, ``t_ns``, ``step`` and
+        the bytes of each category then, as ``Memory.peaks()``), read from the timeline's moments."""
+        rows = []
+        for device in self.devices:
+            when, cats, b = self.moments(device)
+            i = self.peak_moment(device)
+            at = dict(zip(cats, b[i].tolist(), strict=True))
+            rows.append({"device": device, "peak_bytes": int(b[i].sum()), "t_ns": int(when[i]),
+                         "step": int(self.step_of(when[i : i + 1])[0]),
+                         **{c: int(at.get(c, 0)) for c in CATEGORIES}})  # fmt: skip
+        return pd.DataFrame(rows, columns=["device", "peak_bytes", "t_ns", "step", *CATEGORIES])
 
 
 def tables(memory: Memory, buckets: int = MAX_MOMENTS) -> MemoryTables:
     """The tables the memory view draws, with at most ``buckets`` moments a device."""
     return MemoryTables(
         memory.timeline(buckets=buckets),
-        memory.peaks(),
-        memory.steps(),
+        memory.step_ends(),
         memory.ooms(),
         memory.complete,
         list(memory.problems),
@@ -117,19 +140,19 @@ def figure(t: MemoryTables) -> go.Figure:
     shown: set[str] = set()
     for r, device in enumerate(devices, start=1):
         when, cats, b = t.moments(device)
-        x = (when / 1e6).tolist()
+        x = when / 1e6
         for j, cat in enumerate(cats):
             color = theme.MEMORY_CATEGORY_COLORS[cat]
             fig.add_scatter(
-                x=x, y=b[:, j].tolist(), mode="lines", line={"shape": "hv", "width": 0.5, "color": color},
+                x=x, y=b[:, j], mode="lines", line={"shape": "hv", "width": 0.5, "color": color},
                 fillcolor=color, stackgroup=f"memory{r}", name=cat, legendgroup=cat,
                 showlegend=cat not in shown, meta={"device": device},
-                customdata=[theme.format_bytes(v) for v in b[:, j].tolist()],
+                customdata=np.array([theme.format_bytes(v) for v in b[:, j].tolist()], dtype=object),
                 hovertemplate=f"{cat}: %{{customdata}}<extra></extra>", row=r, col=1,
             )  # fmt: skip
             shown.add(cat)
         top = float(b.sum(axis=1).max()) if len(b) else 0.0
-        _steps(fig, t.steps[t.steps["device"] == device], top, r, first=r == 1)
+        _steps(fig, t.step_ends, top, r, first=r == 1)
         _peak(fig, t, device, r)
         _ooms(fig, t.ooms[t.ooms["device"] == device], r)
     title = "Device memory by category"
@@ -166,25 +189,25 @@ def _byte_ticks(top: float) -> list[float]:
     return [float(k * step * unit) for k in range(int(top / unit / step) + 2)]
 
 
-def _steps(fig: go.Figure, steps: pd.DataFrame, top: float, row: int, *, first: bool) -> None:
-    """Each complete step's end as a dotted line, labelled "step n" when there are few steps."""
-    done = steps[steps["complete"]] if len(steps) else steps
-    if not len(done):
+def _steps(fig: go.Figure, ends: pd.DataFrame, top: float, row: int, *, first: bool) -> None:
+    """Each step's end (``Memory.step_ends()``) as a dotted line (one trace, gaps between the
+    lines), labelled "step n" above the panel when there are few steps."""
+    if not len(ends):
         return
-    ends = (done["end_ns"].to_numpy() / 1e6).tolist()
-    xs: list[float | None] = []
-    ys: list[float | None] = []
-    for e in ends:
-        xs += [e, e, None]
-        ys += [0.0, top * 1.08, None]
+    end = ends["end_ns"].to_numpy() / 1e6
+    xs = np.repeat(end, 3)
+    xs[2::3] = np.nan
+    ys = np.tile([0.0, top * 1.08, np.nan], len(end))
     fig.add_scatter(x=xs, y=ys, mode="lines", name="end of a step", hoverinfo="skip", showlegend=first,
-                    line={"color": "#5c677d", "width": 1, "dash": "dot"}, row=row, col=1)  # fmt: skip
-    if len(done) <= LABELLED_STEPS:  # above the panel, clear of the areas and the peak's label
+                    connectgaps=False, line={"color": "#5c677d", "width": 1, "dash": "dot"}, row=row,
+                    col=1)  # fmt: skip
+    if len(ends) <= LABELLED_STEPS:  # above the panel, clear of the areas and the peak's label
         axis = "" if row == 1 else str(row)
-        for s in done.itertuples(index=False):
-            fig.add_annotation(x=(s.start_ns + s.end_ns) / 2e6, y=1.0, xref=f"x{axis}",
-                               yref=f"y{axis} domain", text=f"step {int(s.step)}", showarrow=False,
-                               yanchor="bottom", font={"size": 10, "color": "#5c677d"})  # fmt: skip
+        begin = np.r_[0.0, end[:-1]]
+        for step, a, b in zip(ends["step"].tolist(), begin.tolist(), end.tolist(), strict=True):
+            fig.add_annotation(x=(a + b) / 2, y=1.0, xref=f"x{axis}", yref=f"y{axis} domain",
+                               text=f"step {int(step)}", showarrow=False, yanchor="bottom",
+                               font={"size": 10, "color": "#5c677d"})  # fmt: skip
 
 
 def _peak(fig: go.Figure, t: MemoryTables, device: str, row: int) -> None:
