@@ -324,7 +324,7 @@ def _plain(df: pd.DataFrame) -> pd.DataFrame:
     return df.astype(object).where(df.notna(), None).reset_index(drop=True)
 
 
-def test_live_at_many_moments_is_live_at_each(no_gc, monkeypatch):
+def test_live_at_many_moments_and_the_step_ends(no_gc, monkeypatch):
     t, *_ = _training(steps=2)
     m = t.memory()
     moments = sorted(set(m.timeline(buckets=30)["t_ns"].tolist())) + [10**15]
@@ -348,6 +348,11 @@ def test_live_at_many_moments_is_live_at_each(no_gc, monkeypatch):
     again = again.sort_values("moment", kind="stable")
     assert _plain(again).equals(_plain(rows))
     assert len(m.live_many([0], 0, top=0)[0]) == 0
+    # Each step's end, as steps() says it without its peaks (the memory view's boundaries).
+    steps, ends = m.steps(), m.step_ends()
+    done = steps[steps["complete"]]
+    assert ends["step"].tolist() == done["step"].tolist()
+    assert ends["end_ns"].tolist() == done["end_ns"].tolist()
     with pytest.raises(ValueError, match="takes a number of rows"):
         m.live_many([0], 0, top=-1)
     with pytest.raises(ValueError, match="no memory event on openreg:3"):
