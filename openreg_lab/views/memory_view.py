@@ -47,6 +47,8 @@ REPORT_MOMENTS = 600
 LIVE_ROWS = 20
 #: Step boundaries are labelled when a trace has at most this many steps (always drawn).
 LABELLED_STEPS = 12
+#: What the chart says for a trace with no memory event on an openreg device.
+NO_MEMORY = "No allocation or free on an openreg device in this trace: no memory to draw"
 #: The columns of the list of what was live, ``(key, label, format)`` (``static.table_html``).
 LIVE_TABLE_COLUMNS = [
     ("block_bytes", "size", "bytes"), ("category", "category", "text"), ("op", "op", "text"),
@@ -155,6 +157,8 @@ def figure(t: MemoryTables) -> go.Figure:
         _steps(fig, t.step_ends, top, r, first=r == 1)
         _peak(fig, t, device, r)
         _ooms(fig, t.ooms[t.ooms["device"] == device], r)
+    if not devices:
+        fig.add_annotation(text=NO_MEMORY, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
     title = "Device memory by category"
     if not t.complete:
         title += " · <span style='color:" + theme.WARNING_COLOR + "'>incomplete: see the note</span>"

@@ -227,3 +227,13 @@ def test_the_ranks_row_is_each_ranks_peak_by_category(traced):
         for c in cats:
             if getattr(p, c):
                 assert f"data-category='{c}' data-bytes='{getattr(p, c)}'" in page
+
+
+def test_a_trace_without_device_memory_says_so():
+    x = torch.ones(3)
+    with openreg_lab.trace() as t:
+        x * 2  # on the CPU: no allocation on openreg
+    m = t.memory()
+    fig = memory_view.figure(memory_view.tables(m))
+    assert fig.data == () and [a.text for a in fig.layout.annotations] == [memory_view.NO_MEMORY]
+    assert "id='memory'" in report_html(t.events, memory=m)
