@@ -237,3 +237,24 @@ def test_a_trace_without_device_memory_says_so():
     fig = memory_view.figure(memory_view.tables(m))
     assert fig.data == () and [a.text for a in fig.layout.annotations] == [memory_view.NO_MEMORY]
     assert "id='memory'" in report_html(t.events, memory=m)
+
+
+def test_each_device_has_its_panel_and_its_lists():
+    with openreg_lab.trace() as t:
+        a = torch.ones(64, device="openreg:0")
+        b = torch.ones(256, device="openreg:1")
+        del a
+    m = t.memory()
+    tables = memory_view.tables(m)
+    assert tables.devices == ["openreg:0", "openreg:1"]
+    assert tables.peaks.equals(m.peaks()[tables.peaks.columns])
+    axes = {d.meta["device"]: d.xaxis for d in memory_view.figure(tables).data if isinstance(d.meta, dict)}
+    assert axes == {"openreg:0": "x", "openreg:1": "x2"}  # a panel a device
+    data = _embedded(report_html(t.events, memory=m))
+    for device, d in data["devices"].items():
+        assert d["totals"][-1] == [
+            len(m.live(d["t"][-1], device)),
+            int(m.live(d["t"][-1], device)["block_bytes"].sum()),
+        ]
+    assert data["devices"]["openreg:1"]["totals"][-1] == [1, 1024]
+    del b
