@@ -1,6 +1,6 @@
 """What ``Trace.memory()`` costs on a big trace: a million allocations (and their frees) recorded in
-a loop of small ops inside modules, a backward and optimizer steps every thousand, then the time and
-time each table takes to build.
+a loop of small ops inside modules, a backward and optimizer steps every thousand, then the time
+each table takes to build, and the memory view's (the dashboard's figure, the report's section).
 
 .venv/bin/python benchmarks/bench_memory_tables.py [allocations]
 """
@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 import openreg_lab
+from openreg_lab.views import memory_view
 
 
 def record(allocations: int) -> openreg_lab.Trace:
@@ -47,6 +48,9 @@ def main() -> None:
     took = time.perf_counter() - start
     events = len(t.columns)  # merged now, not timed below
     assert not t.dropped, "the trace dropped events: raise its capacity"
+    import plotly.graph_objects  # noqa: F401 (imported before the clock: the view's rows time building)
+    from plotly.subplots import make_subplots  # noqa: F401
+
     rows = []
     start = time.perf_counter()
     m = t.memory()
@@ -60,6 +64,12 @@ def main() -> None:
         "leaks()": m.leaks,
         "timeline(buckets=2000)": lambda: m.timeline(buckets=2000),
         "timeline() (every change)": m.timeline,
+        # The memory view (views/memory_view.py) from the tables: the dashboard's figure, and the
+        # report's section (its chart and the 20 largest allocations live at each moment drawn).
+        "memory view: figure (1500 moments)": lambda: memory_view.figure(memory_view.tables(m)).data[0].x,
+        "memory view: report section (600 moments)": lambda: memory_view.report_section(
+            m, memory_view.tables(m, memory_view.REPORT_MOMENTS)
+        ),
     }
     sizes = {}
     for name, build in tables.items():

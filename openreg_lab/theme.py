@@ -39,6 +39,19 @@ COLLECTIVE_WAIT_COLOR = "#a8dadc"
 HOST_COLOR = "#95d5b2"  # sampled host Python (trace(host=True)) on the timeline and in the verdict
 HOST_WAIT_COLOR = "#d8e2dc"  # host time spent waiting (a sleep, a lock, data loading)
 
+#: The memory categories (``recording.observations.CATEGORIES``, in that order), stacked by the
+#: memory view: what the model holds in greens and blues, what a step makes in warm colours.
+MEMORY_CATEGORY_COLORS: dict[str, str] = {
+    "parameter": "#264653",
+    "gradient": "#2a9d8f",
+    "optimizer_state": "#8ab17d",
+    "input": "#e9c46a",
+    "activation": "#f4a261",
+    "autograd_detail": "#e76f51",
+    "temporary": "#9d4edd",
+    "unknown": "#b8c0cc",
+}
+
 #: The split of a fallback's time: copying the arguments to the CPU, the CPU kernel, copying back.
 FALLBACK_PART_COLORS: dict[str, str] = {
     "copy to CPU": COPY_COLORS["D2H"],

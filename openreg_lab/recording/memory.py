@@ -10,6 +10,7 @@
     m.timeline()      # bytes live over time, by category and device (what the memory view stacks)
     m.steps()         # per training step: the bytes at its start, its peak and its end
     m.leaks()         # made in a step and never freed, step after step: with its line
+    m.live_many(ts, "openreg:0", top=20)  # the largest live at many moments (the report's view)
 
 Each allocation has a category in PyTorch's terms (Note [Memory categories] in ``allocations``):
 ``parameter``, ``gradient``, ``optimizer_state``, ``input``, ``activation`` (saved for backward),
@@ -29,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from openreg_lab.recording import _live_many
 from openreg_lab.recording import allocations as _alloc
 from openreg_lab.recording.events import KINDS, Columns, device_name
 from openreg_lab.recording.observations import CATEGORIES, GRADIENT, OPTIMIZER_STATE, PARAMETER, Observed
@@ -43,12 +45,16 @@ LIVE_COLUMNS = [
     "device", "id", "bytes", "block_bytes", "category", "op", "module", "source", "step", "age_steps",
     "start_ns", "address",
 ]  # fmt: skip
+#: The columns of ``Memory.live_many()``'s rows and its totals (one row a moment).
+LIVE_MANY_COLUMNS = ["moment", *LIVE_COLUMNS]
+LIVE_TOTAL_COLUMNS = ["moment", "t_ns", "step", "allocations", "bytes"]
 TIMELINE_COLUMNS = ["t_ns", "device", "category", "bytes"]
 SITE_COLUMNS = ["device", "source", "module", "op", "category", "allocations", "bytes", "share"]
 STEP_COLUMNS = [
     "step", "device", "start_ns", "end_ns", "start_bytes", "peak_bytes", "peak_ns", "end_bytes",
     "growth_bytes", "complete", *CATEGORIES,
 ]  # fmt: skip
+STEP_END_COLUMNS = ["step", "end_ns"]
 PEAK_COLUMNS = ["device", "peak_bytes", "t_ns", "event", "step", "start_bytes", "end_bytes", *CATEGORIES]
 LEAK_COLUMNS = [
     "device", "source", "module", "op", "category", "steps", "first_step", "last_step", "allocations",
@@ -172,7 +178,8 @@ class Memory:
                 out[:, k] = start0
                 continue
             u, dn = up_cat == k, down_cat == k
-            delta = np.bincount(up_at[u], weights=up_block[u], minlength=len(mine))
+            # float weights (an empty bincount is int64 whatever its weights: astype, not -=)
+            delta = np.bincount(up_at[u], weights=up_block[u], minlength=len(mine)).astype(np.float64)
             delta -= np.bincount(down_at[dn], weights=down_block[dn], minlength=len(mine))
             running = start0 + np.cumsum(np.rint(delta).astype(np.int64))
             out[:, k] = np.where(at >= 0, running[np.maximum(at, 0)], start0)
@@ -211,6 +218,43 @@ class Memory:
         starts = self._c.fields["start_ns"]
         position = int(np.searchsorted(starts, int(t_ns) + self._t0, side="right")) - 1
         return self._live_at(position, self._devices(device))
+
+    def live_many(self, t_ns: Any, device: str | int, top: int = 20) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """``live(t, device).head(top)`` at each moment of ``t_ns`` at once, for views that embed
+        what was live at many moments (the report's memory view). Returns the rows
+        (``LIVE_MANY_COLUMNS``: ``moment``, the index into ``t_ns``, then ``LIVE_COLUMNS``) and one
+        row a moment (``LIVE_TOTAL_COLUMNS``): its step (what ``age_steps`` counts from) and how many
+        allocations and bytes (blocks) were live then in all, so a view says what its ``top`` rows
+        leave out."""
+        if isinstance(top, bool) or not isinstance(top, int) or top < 0:
+            raise ValueError(f"live_many(top=...) takes a number of rows (0 or more), got {top!r}")
+        (d,) = self._devices(device)
+        a = self._a
+        times = np.asarray(t_ns, dtype=np.int64).reshape(-1)
+        starts = self._c.fields["start_ns"]
+        pos = np.searchsorted(starts, times + self._t0, side="right").astype(np.int64) - 1
+        mine = np.flatnonzero(a.device == d)
+        mine = mine[np.lexsort((a.id[mine], -a.block[mine]))]  # live()'s order: largest first
+        lo, hi = np.sort(a.start[mine]), np.sort(a.end[mine])
+        count = np.searchsorted(lo, pos, side="right") - np.searchsorted(hi, pos, side="right")
+        by_start, by_end = np.argsort(a.start[mine], kind="stable"), np.argsort(a.end[mine], kind="stable")
+        up = np.r_[0, np.cumsum(a.block[mine][by_start])]
+        down = np.r_[0, np.cumsum(a.block[mine][by_end])]
+        nbytes = up[np.searchsorted(lo, pos, side="right")] - down[np.searchsorted(hi, pos, side="right")]
+        m, index = _live_many.first_live(a.start, a.end, mine, pos, top)
+        rows = self._rows(index, LIVE_COLUMNS, step_now=0)
+        now = np.where(pos >= 0, _alloc._steps_of(self._c.fields, np.maximum(pos, 0)), 0)
+        rows["age_steps"] = now[m] - a.step[index]
+        rows.insert(0, "moment", m)
+        data = {
+            "moment": np.arange(len(pos)),
+            "t_ns": times,
+            "step": now,
+            "allocations": count,
+            "bytes": nbytes,
+        }
+        totals = self._frame(LIVE_TOTAL_COLUMNS, data)
+        return rows, totals
 
     def _live_at(self, position: int, devices: list[int]) -> pd.DataFrame:
         index = (
@@ -366,6 +410,14 @@ class Memory:
             parts.append(part)
         data = {c: np.concatenate([p[c] for p in parts]) for c in STEP_COLUMNS} if parts else {}
         return self._frame(STEP_COLUMNS, data)
+
+    def step_ends(self) -> pd.DataFrame:
+        """When each training step ended (``STEP_END_COLUMNS``: its number and trace-relative
+        ``end_ns``, as ``steps()``), without the per-step peaks: what a view draws as boundaries."""
+        f = self._c.fields
+        is_step = np.flatnonzero(f["kind"] == _STEP)
+        data = {"step": f["seq"][is_step].astype(np.int64), "end_ns": self._rel(f["start_ns"][is_step])}
+        return self._frame(STEP_END_COLUMNS, data)
 
     def leaks(self) -> pd.DataFrame:
         """Leak candidates (``LEAK_COLUMNS``): sites (device, line, module, op, category) whose

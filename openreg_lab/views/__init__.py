@@ -10,7 +10,7 @@
 
 One module per view (``dashboard``, ``comparison``, ``coverage_view``, ``dispatch_explorer``), the
 pieces they share (``timeline`` with its level of detail ``lod``, ``table``, ``charts``,
-``details``), the static HTML (``static``) and the report (``report``). Views take tables; the
+``details``, the memory view ``memory_view``), the static HTML (``static``) and the report (``report``). Views take tables; the
 colours come from ``openreg_lab.theme``. Importing this package is cheap: ipywidgets and plotly
 load when a view is first built.
 """

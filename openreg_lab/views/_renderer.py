@@ -38,4 +38,5 @@ class TraceRenderer:
             coverage=coverage(trace=trace),
             verdict=trace.verdict(),
             host=trace.host_events,
+            memory=trace.memory(),
         )

@@ -10,7 +10,8 @@ op table to the calls that went that way.
 from __future__ import annotations
 
 import html
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 import pandas as pd
@@ -21,11 +22,14 @@ from openreg_lab.recording import analysis, breakdown, flow, lookup
 from openreg_lab.recording import host as _host
 from openreg_lab.recording.verdict import Verdict
 from openreg_lab.recording.verdict import verdict as verdict_of
-from openreg_lab.views import charts, png, static
+from openreg_lab.views import charts, memory_view, png, static
 from openreg_lab.views.details import details_html
 from openreg_lab.views.lod import Pyramid
 from openreg_lab.views.table import Column, Table
 from openreg_lab.views.timeline import Timeline
+
+if TYPE_CHECKING:
+    from openreg_lab.recording.memory import Memory
 
 OP_COLUMNS = [
     Column("name", "op"),
@@ -61,9 +65,17 @@ class Dashboard(w.VBox):
         op_events: str = "all",
         verdict: Verdict | None = None,
         host: pd.DataFrame | None = None,
+        memory: Memory | Callable[[], Memory] | None = None,
     ) -> None:
-        """``host``: the trace's host slices (``Trace.host_events``), drawn under each thread."""
+        """``host``: the trace's host slices (``Trace.host_events``), drawn under each thread.
+        ``memory``: the trace's ``Trace.memory()`` (or the method, called when the memory view is
+        first drawn): the Memory chart is then the memory view (``views.memory_view``); without
+        it, the allocator's count over time."""
         self.events = events
+        self._memory_source = memory
+        self._memory: Memory | None = None
+        self._memory_tables: memory_view.MemoryTables | None = None
+        self._memory_at: tuple[str, int] | None = None  # the moment listed (device, index)
         self.dropped = dropped
         self.capacity = capacity
         self.op_events = op_events  # the trace's ops= ("all" or "kernels"), said in the header
@@ -116,12 +128,16 @@ class Dashboard(w.VBox):
         )
         self.figure = _figure_widget()
         self.figure.add_class("openreg-chart")
+        self.memory_list = w.HTML("")  # what was live at the clicked moment (the memory view)
+        self.memory_list.add_class("openreg-memory-live")
         self._show_chart(first)
         self._wire()
         self.table.layout = w.Layout(width="62%")
         top = w.HBox([self.table, self.details], layout=w.Layout(width="100%"))
         controls = w.HBox([self.chart_tabs, self.weight, self.flow_pick])
-        super().__init__([self.header, self.timeline, top, controls, self.savings, self.figure])
+        super().__init__(
+            [self.header, self.timeline, top, controls, self.savings, self.figure, self.memory_list]
+        )
         self.add_class("openreg-dashboard")
 
     # -- linking ----------------------------------------------------------------
@@ -184,7 +200,9 @@ class Dashboard(w.VBox):
         if chart == "Copies & casts":
             return charts.copies_and_casts(self.events)
         if chart == "Memory":
-            return charts.memory(self.events, self.pyramid)
+            if self.memory_tables is None:
+                return charts.memory(self.events, self.pyramid)
+            return memory_view.figure(self.memory_tables)
         raise ValueError(f"no chart named {chart!r}; the charts are {', '.join(CHARTS)}")
 
     def _show_chart(self, chart: str) -> None:
@@ -192,6 +210,7 @@ class Dashboard(w.VBox):
         self.weight.layout.display = "" if chart == "Dispatch flow" else "none"
         self.flow_pick.layout.display = "" if chart == "Dispatch flow" else "none"
         self.savings.layout.display = "" if chart == "Fallbacks" else "none"
+        self.memory_list.layout.display = "" if chart == "Memory" else "none"
         with self.figure.batch_update():
             self.figure.data = []
             self.figure.layout = fig.layout
@@ -202,6 +221,56 @@ class Dashboard(w.VBox):
         elif chart == "Fallbacks":
             for t in self.figure.data:
                 t.on_click(self._fallback_clicked)
+        elif chart == "Memory" and self.memory_tables is not None:
+            for t in self.figure.data:
+                if isinstance(t.meta, dict) and "device" in t.meta:
+                    t.on_click(self._memory_clicked)
+            if not self.memory_list.value:
+                device = self.memory_tables.devices[0] if self.memory_tables.devices else None
+                if device is not None:
+                    when, _, _ = self.memory_tables.moments(device)
+                    self.show_memory_at(int(when[self.memory_tables.peak_moment(device)]), device, link=False)
+
+    # -- memory ---------------------------------------------------------------------
+    @property
+    def memory(self) -> Memory | None:
+        """The trace's memory tables (``Trace.memory()``), None when the dashboard was given none."""
+        if self._memory is None and self._memory_source is not None:
+            source = self._memory_source
+            self._memory = source() if callable(source) else source
+        return self._memory
+
+    @property
+    def memory_tables(self) -> memory_view.MemoryTables | None:
+        """What the memory view draws (``memory_view.tables``), None without memory tables."""
+        if self._memory_tables is None and self.memory is not None:
+            self._memory_tables = memory_view.tables(self.memory)
+        return self._memory_tables
+
+    def show_memory_at(self, t_ns: int, device: str, *, link: bool = True) -> None:
+        """List what was live on ``device`` at ``t_ns`` under the memory view (``Memory.live``) and,
+        with ``link``, put the timeline's cursor there, zoomed around it (what a click does)."""
+        memory, tables = self.memory, self.memory_tables
+        if memory is None or tables is None:
+            return
+        self.memory_list.value = memory_view.note_html(tables) + memory_view.live_html(
+            memory.live(t_ns, device), device, t_ns
+        )
+        if link:
+            t0, t1 = self.timeline.view
+            width = t1 - t0 if t1 - t0 < 0.99 * self.timeline.span_ns else self.timeline.span_ns / 8
+            self.timeline.cursor = float(t_ns)
+            self.timeline.view = [t_ns - width / 2, t_ns + width / 2]
+
+    def _memory_clicked(self, trace: Any, points: Any, state: Any) -> None:
+        if not points.point_inds or self.memory_tables is None:
+            return
+        device = trace.meta["device"]
+        i = trace.meta.get("moment", points.point_inds[0])
+        when, _, _ = self.memory_tables.moments(device)
+        if (device, i) != self._memory_at:  # one click calls each category's area
+            self._memory_at = (device, i)
+            self.show_memory_at(int(when[i]), device)
 
     def _sankey_clicked(self, trace: Any, points: Any, state: Any) -> None:
         for i in points.point_inds:
@@ -234,6 +303,8 @@ class Dashboard(w.VBox):
             fallbacks=self.fallbacks,
             verdict=self.verdict,
         )
+        if self.memory_tables is not None and self.memory is not None:
+            bundle["text/html"] += memory_view.static_html(self.memory, self.memory_tables)
         bundle["text/plain"] = static.one_line(self.events, self.dropped)
         return png.add_png(bundle, self.figure_for(self.chart_tabs.value) if png.enabled() else None)
 
@@ -255,4 +326,5 @@ def dashboard(trace: Any) -> Dashboard:
         op_events=trace.ops,
         verdict=trace.verdict(),
         host=trace.host_events,
+        memory=trace.memory,
     )

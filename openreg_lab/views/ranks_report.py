@@ -4,10 +4,11 @@
 It opens on the job's verdict (``recording.ranks.JobVerdict``: whom the others waited for, how long
 and why, a row per rank); then one timeline with a lane group per rank on one clock (the single-rank
 timeline: level of detail, zoom, the step picker), each collective drawn across the ranks at its
-completion with a dot where the late rank arrived; the collectives table; the op explorer with a
-rank filter; what was merged, collapsed. Start-up skew does not take the clock: when the ranks'
-first collective waited for a rank still starting up, the timeline opens where it arrived (Note
-[The view opens after start-up skew]).
+completion with a dot where the late rank arrived; the collectives table; each rank's memory peak
+by category (``memory_ranks.peaks_by_rank``); the op explorer with a rank filter; what was merged,
+collapsed. Start-up skew does not take the clock: when the ranks' first collective waited for a
+rank still starting up, the timeline opens where it arrived (Note [The view opens after start-up
+skew]).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ import torch
 
 from openreg_lab import theme
 from openreg_lab.recording import _atomic, analysis, steps
+from openreg_lab.recording.memory_ranks import peaks_by_rank
 from openreg_lab.recording.ranks import offsets
-from openreg_lab.views import static
+from openreg_lab.views import memory_view, static
 from openreg_lab.views._embed import plain_text
 from openreg_lab.views.lod import Pyramid
 from openreg_lab.views.op_explorer import explorer_data
@@ -293,6 +295,9 @@ h1{{font-size:20px}} h2{{font-size:15px;margin-top:22px}} section{{margin-bottom
 <div style="{muted}">{html.escape(detail_note)}</div></section>
 <section id="collectives"><h2>Collectives</h2>
 {static.table_html(coll, COLLECTIVE_COLUMNS, max_rows=500)}</section>
+<section id="memory-ranks"><h2>Memory: each rank's peak</h2>
+<div style="{muted}">The most bytes each rank held at once, by category, on the merged clock.</div>
+{memory_view.rank_peaks_html(peaks_by_rank(view.traces))}</section>
 <section><h2>Ops</h2><div id="op-explorer"></div></section>
 <details id="run-info"><summary><b>What was merged</b> (ranks, run id, trace files)</summary>
 <table style="{static._TABLE}">{info_rows}</table></details>

@@ -23,9 +23,10 @@ import torch
 from openreg_lab import theme
 from openreg_lab.recording import _atomic, analysis, breakdown, flow
 from openreg_lab.recording import host as _host
+from openreg_lab.recording.memory import Memory
 from openreg_lab.recording.verdict import Verdict
 from openreg_lab.recording.verdict import verdict as verdict_of
-from openreg_lab.views import charts, static
+from openreg_lab.views import charts, memory_view, static
 from openreg_lab.views._embed import plain_text, script_json
 from openreg_lab.views.lod import Pyramid
 from openreg_lab.views.op_explorer import JS as EXPLORER_JS
@@ -47,9 +48,11 @@ def report_html(
     op_events: str = "all",
     verdict: Verdict | None = None,
     host: pd.DataFrame | None = None,
+    memory: Memory | None = None,
 ) -> str:
     """The report as one HTML string (see the module's docstring): the verdict first, then the
-    timeline, the op table and the charts; what was run last, collapsed."""
+    timeline, the op table and the charts; what was run last, collapsed. ``memory``
+    (``Trace.memory()``): the memory view (``views.memory_view``) instead of the allocator's line."""
     import plotly.io as pio
     import plotly.offline
 
@@ -70,8 +73,9 @@ def report_html(
         ("Fallbacks", charts.fallbacks(fallbacks)),
         ("Dispatch flow", charts.dispatch_flow(flow.dispatch_flows(events))),
         ("Copies and casts", charts.copies_and_casts(events)),
-        ("Memory", charts.memory(events, pyramid)),
     ]
+    if memory is None:
+        figs.append(("Memory", charts.memory(events, pyramid)))
     chart_html = []
     fb = fallbacks
     for i, (name, fig) in enumerate(figs):
@@ -79,6 +83,10 @@ def report_html(
         chart_html.append(f"<section><h2>{html.escape(name)}</h2>{div}</section>")
         if name == "Fallbacks":
             chart_html.append(static.fallback_bars_html(fb, breakdown.savings_sentence(fb)))
+    if memory is not None:
+        chart_html.append(
+            memory_view.report_section(memory, memory_view.tables(memory, memory_view.REPORT_MOMENTS))
+        )
     levels, kept = _timeline_levels(pyramid, drawn)
     model = {
         "rows": rows_of(pyramid),
@@ -235,6 +243,7 @@ def write_report(
     op_events: str = "all",
     verdict: Verdict | None = None,
     host: pd.DataFrame | None = None,
+    memory: Memory | None = None,
 ) -> None:
     """Write ``report_html(...)`` to ``path``; a path that cannot be written raises ``OSError``
     naming it."""
@@ -249,6 +258,7 @@ def write_report(
         op_events=op_events,
         verdict=verdict,
         host=host,
+        memory=memory,
     )
     try:
         with _atomic.replacing(path, "w", encoding="utf-8") as f:

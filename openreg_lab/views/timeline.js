@@ -322,6 +322,15 @@ function drawMarks(ctx, v, h, model) {
   }
 }
 
+// The moment another view points at (the memory view's click): a solid line across the lanes.
+function drawCursor(ctx, v, h, model) {
+  const t = model.get("cursor");
+  const px = t === undefined || t === null || t < 0 ? -1 : v.x(t);
+  if (px < GUTTER || px > v.width) return;
+  ctx.fillStyle = model.get("memory_color");
+  ctx.fillRect(px - 1, RULER_H - 6, 2, h);
+}
+
 // Several ranks (the merged report): a rule above each rank's lane group, and each collective drawn
 // across the ranks at its completion, from the first rank's collectives lane to the last's, with a
 // dot on the lane of the rank the others waited for. `links` is absent for one trace.
@@ -438,6 +447,7 @@ function render({ model, el }) {
     drawSlices(ctx, v, payload, model);
     drawCounters(ctx, v, payload, model);
     drawMarks(ctx, v, h, model);
+    drawCursor(ctx, v, h, model);
     drawRankLinks(ctx, v, h, model);
     showStatus(status, v, payload);
   }
@@ -513,6 +523,13 @@ function render({ model, el }) {
   dom.zoomOut.onclick = () => setView(v.t0 - (v.t1 - v.t0) * 0.5, v.t1 + (v.t1 - v.t0) * 0.5);
   dom.reset.onclick = () => setView(0, v.span);
 
+  // A window set from outside (another view, or Python): adopt it; our own echo changes nothing.
+  model.on("change:view", () => {
+    const w = model.get("view");
+    const moved = w && w.length === 2 && (Math.abs(w[0] - v.t0) > 1 || Math.abs(w[1] - v.t1) > 1);
+    if (moved && w[1] > w[0]) setView(w[0], w[1]);
+  });
+  model.on("change:cursor", draw);
   model.on("change:data", draw);
   model.on("change:selected", draw);
   model.on("change:highlight", draw);

@@ -164,6 +164,7 @@ class Timeline(anywidget.AnyWidget):
     levels = traitlets.List().tag(sync=True)  # static payloads (none in a live widget)
     selected = traitlets.Int(-1).tag(sync=True)
     highlight = traitlets.Unicode("").tag(sync=True)
+    cursor = traitlets.Float(-1.0).tag(sync=True)  # a moment another view points at (ns), -1: none
 
     def __init__(
         self,

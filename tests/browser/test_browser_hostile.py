@@ -49,12 +49,20 @@ def test_a_report_of_hostile_strings_runs_none_of_them(page: Any, tmp_path: Path
     ticks = page.evaluate("[...document.querySelectorAll('#chart0 .ytick text')].map(t => t.textContent)")
     assert any(t.startswith("aten::_logcumsumexp</script><script>alert(1)") for t in ticks), ticks
     assert page.locator("img, svg[onload]").count() == 0
-    # A hover label (the memory chart's first point, allocated by a hostile op) shows the text too.
-    page.evaluate("Plotly.Fx.hover('chart3', [{curveNumber: 0, pointNumber: 0}])")
-    hover = page.evaluate(
-        "[...document.querySelectorAll('#chart3 .hoverlayer text')].map(t => t.textContent)"
-    )
-    assert any(t.endswith("aten::empty.memory_format" + PAYLOAD) for t in hover), hover
+    # The memory view's list of what was live (at the peak, under its chart) shows the ops that
+    # allocated as text, and so does the list a click draws (memory_view.js's text nodes).
+    listed = "[...document.querySelectorAll('#memory-live td')].map(t => t.textContent)"
+    ops = [t for t in page.evaluate(listed) if t.startswith("aten::")]
+    assert ops and all(t.endswith(PAYLOAD) for t in ops), ops
+    chart = page.locator("#memory-chart")
+    chart.scroll_into_view_if_needed()
+    box = chart.locator(".nsewdrag").first.bounding_box()
+    assert box is not None
+    page.mouse.click(box["x"] + box["width"] * 0.9, box["y"] + box["height"] * 0.5)
+    page.wait_for_function("document.getElementById('memory-live').dataset.moment !== undefined")
+    ops = [t for t in page.evaluate(listed) if t.startswith("aten::")]
+    assert ops and all(t.endswith(PAYLOAD) for t in ops), ops
+    assert page.locator("img, svg[onload]").count() == 0
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "report-hostile.png"), full_page=False)
     assert page.problems == []

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from openreg_lab.recording.memory_ranks import peaks_by_rank
 from tests.support.browser_harness import SCREENSHOTS
 from tests.support.distributed_pool import RankPool
 
@@ -65,6 +66,15 @@ def test_the_merged_report_names_the_straggler(browser: Any, job_report: tuple[A
     assert page.locator(".openreg-op-row", has_text="aten::mm").count() == 1
     page.locator(".openreg-op-rank").select_option("0")
     assert page.locator(".openreg-op-row", has_text="aten::mm").count() == 0  # rank 0 ran none
+    # Each rank's memory peak, a bar split by category (memory_ranks.peaks_by_rank).
+    peaks = peaks_by_rank(view.traces)
+    rows = page.locator("#memory-ranks tr.openreg-memory-rank")
+    assert [r.get_attribute("data-rank") for r in rows.all()] == [str(r) for r in peaks["rank"]]
+    for row, p in zip(rows.all(), peaks.itertuples(index=False), strict=True):
+        parts = row.locator(".openreg-memory-part")
+        held = parts.evaluate_all("(ps) => ps.map((x) => x.dataset.bytes)")
+        assert sum(int(b) for b in held) == p.peak_bytes
+        assert parts.first.is_visible()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "ranks-report.png"), full_page=True)
     page.close()

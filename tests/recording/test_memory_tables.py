@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 import openreg_lab
 from openreg_lab.examples.models import mlp
-from openreg_lab.recording import distributed, memory_ranks
+from openreg_lab.recording import _live_many, distributed, memory_ranks
 from openreg_lab.recording.memory import live_at
 
 
@@ -317,3 +317,53 @@ def test_a_version_1_file_says_its_allocations_cannot_be_paired(tmp_path):
     assert m.problems[0].startswith(
         "its allocations and frees name no block (a trace file of format version 1"
     )
+
+
+def _plain(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with object cells and None for a missing string (pandas infers string columns by content)."""
+    return df.astype(object).where(df.notna(), None).reset_index(drop=True)
+
+
+def test_live_at_many_moments_and_the_step_ends(no_gc, monkeypatch):
+    t, *_ = _training(steps=2)
+    m = t.memory()
+    moments = sorted(set(m.timeline(buckets=30)["t_ns"].tolist())) + [10**15]
+    rows, totals = m.live_many(moments, "openreg:0", top=4)
+    assert totals["moment"].tolist() == list(range(len(moments)))
+    for i, when in enumerate(moments):
+        live = m.live(when, "openreg:0")
+        mine = rows[rows["moment"] == i].drop(columns="moment")
+        assert _plain(mine).equals(_plain(live.head(4))), when
+        assert (int(totals["allocations"].iat[i]), int(totals["bytes"].iat[i])) == (
+            len(live),
+            int(live["block_bytes"].sum()),
+        )
+        assert (live["step"] + live["age_steps"] == totals["step"].iat[i]).all()  # the moment's step
+    assert int(totals["bytes"].iat[-1]) == torch.openreg.memory_allocated()
+    # The moments taken in groups of a few pairs each (a trace with many allocations live at once).
+    monkeypatch.setattr(_live_many, "PAIRS", 7)
+    shuffled = moments[::-1]
+    again, _ = m.live_many(shuffled, "openreg:0", top=4)
+    again["moment"] = len(moments) - 1 - again["moment"]
+    again = again.sort_values("moment", kind="stable")
+    assert _plain(again).equals(_plain(rows))
+    assert len(m.live_many([0], 0, top=0)[0]) == 0
+    # Each step's end, as steps() says it without its peaks (the memory view's boundaries).
+    steps, ends = m.steps(), m.step_ends()
+    done = steps[steps["complete"]]
+    assert ends["step"].tolist() == done["step"].tolist()
+    assert ends["end_ns"].tolist() == done["end_ns"].tolist()
+    with pytest.raises(ValueError, match="takes a number of rows"):
+        m.live_many([0], 0, top=-1)
+    with pytest.raises(ValueError, match="no memory event on openreg:3"):
+        m.live_many([0], "openreg:3")
+
+
+def test_a_trace_that_only_frees_memory_has_a_timeline():
+    x = torch.ones(64, device="openreg")
+    before = torch.openreg.memory_allocated()
+    with openreg_lab.trace() as t:
+        del x  # freed in the trace, allocated before it: no allocation of its category in the trace
+    tl = t.memory().timeline().query("device == 'openreg:0'")
+    k = tl["category"].nunique()
+    assert tl["bytes"].to_numpy().reshape(-1, k).sum(axis=1).tolist() == [before, before - 512]

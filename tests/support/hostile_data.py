@@ -44,3 +44,26 @@ def hostile_trace(suffix: str = PAYLOAD) -> openreg_lab.Trace:
     )
     t._t0 = small_trace()._t0
     return t
+
+
+@functools.cache
+def memory_trace() -> openreg_lab.Trace:
+    """A small real training step of a module (``trace(stack=True)``): allocations named with ops,
+    modules and source lines, for the memory view's hostile strings."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).to("openreg")
+    x = torch.randn(4, 8, device="openreg")
+    with openreg_lab.trace(stack=True) as t:
+        model(x).sum().backward()
+    return t
+
+
+@functools.cache
+def hostile_memory_trace(suffix: str = PAYLOAD) -> openreg_lab.Trace:
+    """``memory_trace()`` with ``suffix`` appended to every string: its modules' names and its
+    source file's name hold it too. ``hostile_memory_trace("_x")``: harmless, to compare with."""
+    c = memory_trace().columns
+    strings = [s if i == 0 else s + suffix for i, s in enumerate(c.strings)]
+    t = openreg_lab.Trace(stack=True, columns=Columns(c.fields, c.pool, strings, c.threads))
+    t._t0 = memory_trace()._t0
+    return t

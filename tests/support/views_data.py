@@ -46,3 +46,19 @@ def tile(events: pd.DataFrame, copies: int) -> pd.DataFrame:
         part["start_ns"] = events["start_ns"].to_numpy() + k * span
         parts.append(part)
     return pd.concat(parts, ignore_index=True)
+
+
+def mlp_step_trace(steps: int = 2) -> openreg_lab.Trace:
+    """A 2-layer MLP trained ``steps`` steps with Adam, traced with modules and lines (the memory
+    view's tests: parameters, gradients, optimizer state, activations, temporaries)."""
+    torch.manual_seed(0)
+    nn = torch.nn
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to("openreg")
+    opt = torch.optim.Adam(model.parameters())
+    x = torch.randn(8, 16, device="openreg")
+    with openreg_lab.trace(stack=True) as t:
+        for _ in range(steps):
+            model(x).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    return t

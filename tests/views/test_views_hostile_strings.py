@@ -10,12 +10,12 @@ from html.parser import HTMLParser
 import pytest
 
 from openreg_lab.recording import breakdown, flow
-from openreg_lab.views import charts, static
+from openreg_lab.views import charts, memory_view, static
 from openreg_lab.views._embed import plotly_text, script_json
 from openreg_lab.views.coverage_view import families, treemap_nodes
 from openreg_lab.views.lod import Pyramid
 from openreg_lab.views.report import report_html
-from tests.support.hostile_data import PAYLOAD, hostile_trace
+from tests.support.hostile_data import PAYLOAD, hostile_memory_trace, hostile_trace, memory_trace
 
 
 class _Tags(HTMLParser):
@@ -180,3 +180,43 @@ def test_to_html_shows_any_title_and_run_info_as_text(tmp_path):
     assert "<title>42</title>" in page and "&lt;b&gt;x&lt;/b&gt;" in page
     with pytest.raises(TypeError, match=r"to_html\(run_info=...\) takes a mapping.*got str"):
         small_trace().to_html(path, run_info="command: x")
+
+
+@pytest.fixture(scope="module")
+def memory_reports() -> tuple[str, str]:
+    """The report of a module's training step with its memory view, harmless and hostile strings."""
+    plain, hostile = hostile_memory_trace("_x"), hostile_memory_trace()
+    return (
+        report_html(plain.events, title="plain", memory=plain.memory()),
+        report_html(hostile.events, title="plain", memory=hostile.memory()),
+    )
+
+
+def test_the_memory_view_of_hostile_modules_and_files_has_the_same_markup(memory_reports):
+    plain, hostile = (_tags(r) for r in memory_reports)
+    assert hostile.tags == plain.tags
+    assert hostile.handlers == plain.handlers == []
+    assert len(hostile.scripts) == len(plain.scripts)
+    # The lists embedded for a click hold them as data (the page draws them as text nodes).
+    script = next(s for s in _tags(memory_reports[1]).scripts if "openregMemoryView(" in s)
+    start = script.rindex("openregMemoryView(") + len("openregMemoryView(")
+    dec = json.JSONDecoder()
+    _, end = dec.raw_decode(script[start:])
+    data, _ = dec.raw_decode(script[start + end + 2 :])
+    assert any(s.startswith("Sequential") and s.endswith(PAYLOAD) for s in data["strings"])
+    assert any(".py" in s and s.endswith(PAYLOAD) for s in data["strings"])
+
+
+def test_the_memory_views_lists_show_modules_and_files_as_text():
+    pages, lists = [], []
+    for t in (hostile_memory_trace("_x"), hostile_memory_trace()):
+        m = t.memory()
+        pages.append(_tags(memory_view.static_html(m, memory_view.tables(m))))
+        made = m.allocations()
+        when = int(made.loc[made["module"].str.startswith("Sequential.1", na=False), "start_ns"].iat[0])
+        lists.append(memory_view.live_html(m.live(when, 0), "openreg:0", when))
+    assert pages[1].tags == pages[0].tags and pages[1].handlers == []
+    assert _tags(lists[1]).tags == _tags(lists[0]).tags
+    text = _text_of(lists[1], "table")  # what the dashboard lists at a click
+    line = memory_trace().memory().allocations()["source"].dropna().iat[0]  # the file, the line
+    assert "Sequential.1" + PAYLOAD in text and line + PAYLOAD in text
