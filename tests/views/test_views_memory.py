@@ -1,4 +1,4 @@
-"""the memory view (views/memory_view.py) draws Trace.memory()'s tables: the
+"""The memory view (views/memory_view.py) draws Trace.memory()'s tables: the
 stacked areas are the timeline's bytes by category, the peak is peak()'s, a click lists live(t),
 the report embeds each drawn moment's list, the merged report's row is peaks_by_rank's. The
 browser half is tests/browser/test_browser_memory.py."""
