@@ -23,7 +23,7 @@ by_name = pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 
 def test_there_are_notebooks():
     assert [p.name for p in NOTEBOOKS] == sorted(VIEWS)
-    assert [p.name[:3] for p in NOTEBOOKS] == [f"{i:02}-" for i in range(1, 10)]
+    assert [p.name[:3] for p in NOTEBOOKS] == [f"{i:02}-" for i in range(1, 11)]
 
 
 @by_name
