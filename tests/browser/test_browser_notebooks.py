@@ -54,10 +54,11 @@ INNER: dict[str, list[str]] = {
         ".openreg-dashboard .openreg-timeline canvas",
         ".openreg-compare .openreg-table",
     ],
-    # The out-of-memory trace's dashboard, and the stacked memory timelines (plotly FigureWidgets).
+    # The out-of-memory trace's dashboard, and the stacked memory charts (plotly FigureWidgets) drawn
+    # with their traces: a FigureWidget sent numpy arrays drew empty here, in either front end.
     "10-where-memory-goes.ipynb": [
         ".openreg-dashboard .openreg-timeline canvas",
-        ".js-plotly-plot .scatterlayer",
+        ".js-plotly-plot .scatterlayer .trace",
     ],
 }
 # Where a click on an op row must change the details panel.
