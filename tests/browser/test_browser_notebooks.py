@@ -55,7 +55,7 @@ INNER: dict[str, list[str]] = {
         ".openreg-compare .openreg-table",
     ],
     # The out-of-memory trace's dashboard, and the stacked memory charts (plotly FigureWidgets) drawn
-    # with their traces: a FigureWidget sent numpy arrays drew empty here, in either front end.
+    # with their traces: shown alone, or sent numpy arrays, a FigureWidget drew empty in some runs.
     "10-where-memory-goes.ipynb": [
         ".openreg-dashboard .openreg-timeline canvas",
         ".js-plotly-plot .scatterlayer .trace",
