@@ -198,6 +198,9 @@ LAB_SLOW = {
     "06-emulating-a-backend.ipynb",
     "08-distributed.ipynb",
     "09-porting-a-hugging-face-model.ipynb",  # its dashboard draws as 01's and 07's do
+    # 44-84 s here (its cells 32-71 s, load 5-8): the out-of-memory trace's dashboard draws as 01's, its
+    # memory charts are plotly FigureWidgets in a box, as the dashboard's own plots.
+    "10-where-memory-goes.ipynb",
 }
 
 

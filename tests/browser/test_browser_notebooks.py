@@ -54,6 +54,12 @@ INNER: dict[str, list[str]] = {
         ".openreg-dashboard .openreg-timeline canvas",
         ".openreg-compare .openreg-table",
     ],
+    # The out-of-memory trace's dashboard, and the stacked memory charts (plotly FigureWidgets) drawn
+    # with their traces: shown alone, or sent numpy arrays, a FigureWidget drew empty in some runs.
+    "10-where-memory-goes.ipynb": [
+        ".openreg-dashboard .openreg-timeline canvas",
+        ".js-plotly-plot .scatterlayer .trace",
+    ],
 }
 # Where a click on an op row must change the details panel.
 CLICK_ROOT: dict[str, str] = {
@@ -62,6 +68,7 @@ CLICK_ROOT: dict[str, str] = {
     "04-autocast.ipynb": ".openreg-dashboard",
     "07-compile.ipynb": ".openreg-dashboard",
     "09-porting-a-hugging-face-model.ipynb": ".openreg-dashboard",
+    "10-where-memory-goes.ipynb": ".openreg-dashboard",
 }
 
 

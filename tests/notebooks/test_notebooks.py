@@ -23,7 +23,7 @@ by_name = pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 
 def test_there_are_notebooks():
     assert [p.name for p in NOTEBOOKS] == sorted(VIEWS)
-    assert [p.name[:3] for p in NOTEBOOKS] == [f"{i:02}-" for i in range(1, 10)]
+    assert [p.name[:3] for p in NOTEBOOKS] == [f"{i:02}-" for i in range(1, 11)]
 
 
 @by_name
@@ -148,6 +148,35 @@ def test_the_example_fallback_is_a_kernel_a_profile_takes_away(executed: Execute
         assert "aten::cumsum.out has no openreg kernel in the backend profile 'custom'" in printed
     else:  # the exercise's answer, checked against coverage(profile=without_cumsum)
         assert "'aten::cumsum.out': 'fallback'" in executed.second_check
+
+
+def test_notebook_10_measures_what_it_teaches(executed: Executed):
+    """Notebook 10's prose holds on its own run: the peak's categories sum to the allocator's peak,
+    checkpointing lowers the peak and the activations live at once, the out-of-memory error is
+    raised, explained by category and the limit removed, and _memory_viz reads the allocator's sizes."""
+    if executed.path.name != "10-where-memory-goes.ipynb":
+        pytest.skip("notebook 10's measurements")
+    printed = "".join(_printed(c) for c in executed.nb.cells if c.cell_type == "code")
+
+    def found(pattern: str) -> tuple[str, ...]:
+        match = re.search(pattern, printed)
+        assert match, f"notebook 10 printed nothing like {pattern!r}:\n{printed}"
+        return match.groups()
+
+    live, allocator = found(r"live at the peak: ([\d.]+) MiB; the allocator's peak: ([\d.]+) MiB")
+    assert live == allocator and float(live) > 0
+    assert found(r"largest category: (\w+)") == ("activation",)
+    plain, ckpt = map(float, found(r"\npeak: +([\d.]+) +([\d.]+) MiB"))
+    assert ckpt < plain
+    plain_act, ckpt_act = map(float, found(r"most activations live: +([\d.]+) +([\d.]+) MiB"))
+    assert ckpt_act * 4 < plain_act  # 4 blocks: each keeps its input, not its 4x wider insides
+    assert "torch.OutOfMemoryError: openreg:0 out of memory: tried to allocate" in printed
+    assert "limit now: None\n" in printed
+    assert re.search(r"\nOut of memory on openreg:0 asking .+ allocated: [\d.]+ [KM]iB activations", printed)
+    allocated, reserved = found(r"the allocator then: (\S+) allocated, (\S+) reserved")
+    assert found(r"total_reserved: (\S+)") == (reserved,)
+    assert found(r"\d+ lines, (\S+) active_allocated") == (allocated,)
+    assert re.search(r"\n\d+ entries\na = cudaMalloc\(", printed)
 
 
 def test_make_lab_opens_jupyterlab_on_the_notebooks_after_the_set_up():

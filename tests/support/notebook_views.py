@@ -19,5 +19,6 @@ VIEWS: dict[str, tuple[str, ...]] = {
     "07-compile.ipynb": ("openreg-compare", "openreg-dashboard"),
     "08-distributed.ipynb": ("openreg-dashboard",),
     "09-porting-a-hugging-face-model.ipynb": ("openreg-dashboard", "openreg-compare"),
+    "10-where-memory-goes.ipynb": ("openreg-dashboard",),
 }
 ALL_VIEW_CLASSES = frozenset(c for classes in VIEWS.values() for c in classes)
