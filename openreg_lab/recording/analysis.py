@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from openreg_lab.recording.kinds import Kinds
+
 KERNEL_KINDS = ("native", "fallback", "composite", "generic")
 
 #: The columns of ``summary``: the one per-op aggregate every table, view, report and command shows.
@@ -125,24 +127,29 @@ def span(events: pd.DataFrame) -> int:
     """The traced time: from the first event's start to the last one's end (ns; 0 for no events)."""
     if events.empty:
         return 0
-    end = events["start_ns"] + events["dur_ns"].clip(lower=0)
-    return int(end.max() - events["start_ns"].min())
+    start = events["start_ns"].to_numpy()
+    end = start + np.maximum(events["dur_ns"].to_numpy(), 0)
+    return int(end.max() - start.min())
 
 
-def fallbacks(events: pd.DataFrame) -> pd.DataFrame:
+def fallbacks(events: pd.DataFrame, *, kinds: Kinds | None = None) -> pd.DataFrame:
     """Ops that ran on the CPU, ranked by time spent in the fallback including copies.
 
     Columns: ``name``, ``calls``, ``total_ns`` (the fallback's time: copies plus CPU compute),
     ``copy_to_cpu_ns``/``bytes_to_cpu`` (device to host), ``cpu_ns`` (the CPU kernel),
     ``copy_back_ns``/``bytes_back`` (host to device), ``op_ns`` (the whole op call), and
     ``sources``: the user code lines that led to these calls (with ``trace(stack=True)``).
+    ``kinds``: the events' kinds when the caller read them already (Note [Kinds read once]).
     """
     cols = ["name", "calls", "total_ns", "copy_to_cpu_ns", "cpu_ns", "copy_back_ns", "bytes_to_cpu",
             "bytes_back", "op_ns", "sources"]  # fmt: skip
-    fb = events[events["kind"] == "fallback"]
+    kinds = Kinds.of(events, kinds)
+    fb = events.iloc[np.flatnonzero(kinds.mask("fallback"))]
     if fb.empty:
         return pd.DataFrame(columns=cols)
-    copies = events[(events["kind"] == "copy") & events["parent"].isin(fb["id"])]
+    ids, parent = events["id"].to_numpy(), events["parent"].to_numpy()
+    cp = np.flatnonzero(kinds.mask("copy"))
+    copies = events.iloc[cp[np.isin(parent[cp], fb["id"].to_numpy())]]
     copies = copies.assign(dur_ns=copies["dur_ns"].clip(lower=0))  # -1: still running, counts as 0
     by_parent = copies.groupby(["parent", "name"])[["dur_ns", "bytes"]].sum().unstack("name", fill_value=0)
 
@@ -151,8 +158,9 @@ def fallbacks(events: pd.DataFrame) -> pd.DataFrame:
             return fb["id"].map(by_parent[(col, direction)]).fillna(0).astype(np.int64)
         return pd.Series(0, index=fb.index, dtype=np.int64)
 
-    ids = events.set_index("id")
-    op_ns = fb["parent"].map(ids["dur_ns"].clip(lower=0)).fillna(0).astype(np.int64)
+    ops = np.flatnonzero(np.isin(ids, fb["parent"].to_numpy()))  # the ops that fell back, by id
+    op_dur = pd.Series(events["dur_ns"].to_numpy()[ops], index=ids[ops]).clip(lower=0)
+    op_ns = fb["parent"].map(op_dur).fillna(0).astype(np.int64)
     rows = pd.DataFrame(
         {
             "name": fb["name"],
