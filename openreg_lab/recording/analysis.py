@@ -21,10 +21,11 @@ SUMMARY_COLUMNS = [
 ]  # fmt: skip
 
 
-def nearest_op(events: pd.DataFrame) -> np.ndarray:
-    """For each event, the id of the closest enclosing op event (-1 if none)."""
+def nearest_op(events: pd.DataFrame, *, kinds: Kinds | None = None) -> np.ndarray:
+    """For each event, the id of the closest enclosing op event (-1 if none). ``kinds``: the
+    events' kinds when the caller read them already (Note [Kinds read once]), as for every table here."""
     parent = events["parent"].to_numpy()
-    is_op = (events["kind"] == "op").to_numpy()
+    is_op = Kinds.of(events, kinds).mask("op")
     out = np.where((parent >= 0) & is_op[np.maximum(parent, 0)], parent, -1)
     todo = (out < 0) & (parent >= 0)
     up = parent.copy()
@@ -48,17 +49,21 @@ def nearest_op(events: pd.DataFrame) -> np.ndarray:
 # no duration (-1, counted as 0) and self time 0. Backward events are not ops: an op inside an autograd
 # node (a post hook's too, Note [A backward node ends with its hooks] in csrc/trace/OpObserver.cpp) is a
 # child of its nearest enclosing op, if any, and the node's duration is nobody's self time.
-def self_time(events: pd.DataFrame) -> np.ndarray:
-    """Each op's duration minus its child ops' (Note [Self time]); other events: their duration."""
+def self_time(
+    events: pd.DataFrame, *, kinds: Kinds | None = None, owner: np.ndarray | None = None
+) -> np.ndarray:
+    """Each op's duration minus its child ops' (Note [Self time]); other events: their duration.
+    ``owner``: ``nearest_op(events)`` when the caller has it."""
+    kinds = Kinds.of(events, kinds)
     dur = np.maximum(events["dur_ns"].to_numpy().astype(np.int64), 0)
-    owner = nearest_op(events)
-    is_child_op = (events["kind"] == "op").to_numpy() & (owner >= 0)
+    owner = nearest_op(events, kinds=kinds) if owner is None else owner
+    is_child_op = kinds.mask("op") & (owner >= 0)
     children = np.zeros(len(events), dtype=np.int64)
     np.add.at(children, owner[is_child_op], dur[is_child_op])
     return np.maximum(dur - children, 0)
 
 
-def summary(events: pd.DataFrame) -> pd.DataFrame:
+def summary(events: pd.DataFrame, *, kinds: Kinds | None = None) -> pd.DataFrame:
     """One row per op name and device (``SUMMARY_COLUMNS``), by total time: calls, how many ran
     native / fallback / composite / generic, the ``kernel`` kind most calls ran, ``total_ns``,
     ``self_ns`` (Note [Self time]), ``bytes_copied`` and the most frequent dispatch ``path``.
@@ -67,12 +72,14 @@ def summary(events: pd.DataFrame) -> pd.DataFrame:
     fallen-back op is charged for moving its arguments to the CPU and its results back. ``device``
     is ``"-"`` for an op with no device.
     """
-    is_op = (events["kind"] == "op").to_numpy()
+    kinds = Kinds.of(events, kinds)
+    is_op = kinds.mask("op")
     if not is_op.any():
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
-    self_ns = self_time(events)[is_op]
-    is_copy = (events["kind"] == "copy").to_numpy()
-    owner = nearest_op(events)[is_copy]
+    nearest = nearest_op(events, kinds=kinds)
+    self_ns = self_time(events, kinds=kinds, owner=nearest)[is_op]
+    is_copy = kinds.mask("copy")
+    owner = nearest[is_copy]
     copied = np.zeros(len(events), dtype=np.int64)
     np.add.at(copied, owner[owner >= 0], events["bytes"].to_numpy()[is_copy][owner >= 0])
     # Group with integer codes (factorize once per column): pandas' string groupby is the slow part.

@@ -136,16 +136,18 @@ def verdict(
     step_sources: list[int] | None = None,
     thread_index: dict[int, int] | None = None,
     oom: list[str] | None = None,
+    kinds: Kinds | None = None,
 ) -> Verdict:
     """The verdict of a trace's events (``Trace.verdict()`` passes the trace's settings, its host
-    samples, what ended each step and, when an allocation failed, what was live then in words)."""
+    samples, what ended each step and, when an allocation failed, what was live then in words;
+    ``kinds``: the events' kinds when the caller read them already, Note [Kinds read once])."""
     span = analysis.span(events)
     wall = bool(host_sampling and samples is not None)
     if wall:  # the trace's wall time: from its start (0) to the last event's end or the last sample
         assert samples is not None
         end = events["start_ns"].to_numpy() + np.maximum(events["dur_ns"].to_numpy(), 0)
         span = max(int(end.max()) if len(end) else 0, int(samples.time.max()) - t0 if len(samples) else 0)
-    kinds = Kinds(events["kind"])  # once: Note [Kinds read once]
+    kinds = Kinds.of(events, kinds)  # once: Note [Kinds read once]
     dur = np.maximum(events["dur_ns"].to_numpy().astype(np.int64, copy=False), 0)
     nbytes = events["bytes"].to_numpy()
     fb = breakdown.fallback_costs(events, kinds=kinds)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from openreg_lab.recording import accounting, analysis, breakdown, steps
+from openreg_lab.recording import accounting, analysis, breakdown, flow, steps
 from openreg_lab.recording.kinds import Kinds
 from openreg_lab.recording.verdict import verdict
 from tests.support.accounting_reference import account_reference
@@ -82,5 +82,7 @@ def test_kinds_are_the_tables_kinds(big):
     assert kinds.any("compile") and not kinds.any("no such kind")
     assert (steps.table(ev, kinds=kinds) == steps.table(ev)).all().all()
     pd.testing.assert_frame_equal(analysis.fallbacks(ev, kinds=kinds), analysis.fallbacks(ev))
+    pd.testing.assert_frame_equal(analysis.summary(ev, kinds=kinds), analysis.summary(ev))
+    pd.testing.assert_frame_equal(flow.dispatch_flows(ev, kinds=kinds), flow.dispatch_flows(ev))
     with pytest.raises(ValueError, match=r"table of 3 events, not of this one .*Kinds\(events\['kind'\]\)"):
         breakdown.fallback_costs(ev, kinds=Kinds(ev["kind"].iloc[:3]))
