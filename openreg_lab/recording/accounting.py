@@ -37,6 +37,7 @@ import pandas as pd
 
 from openreg_lab import theme
 from openreg_lab.recording import host as _host
+from openreg_lab.recording.host_fold import IMPORT, Folded
 from openreg_lab.recording.kinds import Kinds
 
 #: How many host functions and waits a part names.
@@ -51,7 +52,8 @@ _DATA = os.sep + os.path.join("torch", "utils", "data") + os.sep
 @dataclass(frozen=True)
 class Named:
     """One named cause inside a part: ``what`` (``busy``, ``time.sleep in load``), ``where``
-    (``file:line``), ``kind`` (for a wait: sleep, data loading, collective, wait) and its time."""
+    (``file:line``), ``kind`` (for a wait: sleep, data loading, collective, wait; ``import`` for host
+    Python an import took, ``what`` then saying the line that caused it) and its time."""
 
     what: str
     where: str
@@ -59,6 +61,8 @@ class Named:
     kind: str = ""
 
     def text(self) -> str:
+        if self.kind == "import":  # what already says where: "`AdamW()` at train.py:88 imported x"
+            return f"{self.what}: {theme.format_ns(self.ns)}"
         where = f" ({self.where})" if self.where else ""
         kind = f" [{self.kind}]" if self.kind else ""
         return f"{self.what}{where} {theme.format_ns(self.ns)}{kind}"
@@ -117,10 +121,13 @@ def account(
     *,
     kinds: Kinds | None = None,
     iv: _host.Intervals | None = None,
+    folded: Folded | None = None,
 ) -> WallTime:
     """Split ``[start, end)`` (ns from the trace's start) as Note [Accounting for the wall time] says.
     ``kinds`` and ``iv``: the events' kinds and the samples' intervals when the caller read them
-    already (the verdict accounts two steps of one trace); Note [Accounting a window of a big trace]."""
+    already (the verdict accounts two steps of one trace); Note [Accounting a window of a big trace].
+    ``folded``: ``samples`` folded (Note [Folding host frames]): host Python is named by the folded
+    frame, an import by the user's line that caused it; without it, by ``host.user_node``."""
     kinds = Kinds.of(events, kinds)
     s0_all = events["start_ns"].to_numpy().astype(np.int64, copy=False)
     dur_all = events["dur_ns"].to_numpy().astype(np.int64, copy=False)
@@ -172,7 +179,7 @@ def account(
     python: dict[tuple[str, str, int], dict[int, int]] = {}
     free = np.flatnonzero((label_of < 0) & (seg > 0))
     if mine is not None and len(mine) and samples is not None and len(free):
-        _attribute(samples, iv, mine, edges, seg, free, parts, python, waits)
+        _attribute(samples, iv, mine, edges, seg, free, parts, python, waits, folded)
     parts["not sampled"] = int(seg.sum()) - sum(parts.values())
     return WallTime(
         label,
@@ -224,9 +231,12 @@ def _attribute(
     parts: dict[str, int],
     python: dict[tuple[str, str, int], dict[int, int]],
     waits: dict[tuple[str, str, str], int],
+    folded: Folded | None = None,
 ) -> None:
     """Give the segments no event covers to the sample interval covering them: waiting when the
-    thread waited through most of the interval, host Python otherwise."""
+    thread waited through most of the interval, host Python otherwise. With ``folded``, host Python
+    and the waits of an import (reading its files) are named by the import (``_folded_key``)."""
+    fpath = _host.paths(folded.samples) if folded is not None else []
     starts = iv.start[mine]
     at = np.searchsorted(starts, edges[free], side="right") - 1
     ok = (at >= 0) & (edges[free] < iv.end[mine][np.maximum(at, 0)])
@@ -249,15 +259,41 @@ def _attribute(
             func = text[int(samples.function[leaf])]
             what = f"{callee} in {func}" if callee else func
             where = _where(text[int(samples.file[leaf])], int(samples.line[leaf]))
+            if folded is not None and how == "wait":  # a wait inside an import: the import's
+                key, _ = _folded_key(folded.samples, fpath, int(folded.node[node]), folded.library)
+                if key[2] == -1:
+                    what, where, how = key[0], "", "import"
             waits[(what, where, how)] = waits.get((what, where, how), 0) + ns
             parts["waiting"] += ns
         else:
-            u = _host.user_node(samples, node, prefixes, path)
-            key = (text[int(samples.function[u])], text[int(samples.file[u])], int(samples.first_line[u]))
+            if folded is not None:
+                key, line = _folded_key(folded.samples, fpath, int(folded.node[node]), folded.library)
+            else:
+                u = _host.user_node(samples, node, prefixes, path)
+                key = (text[int(samples.function[u])], text[int(samples.file[u])], int(samples.first_line[u]))
+                line = int(samples.line[u])
             lines = python.setdefault(key, {})
-            line = int(samples.line[u])
             lines[line] = lines.get(line, 0) + ns
             parts["host Python"] += ns
+
+
+def _folded_key(
+    fs: _host.Samples, fpath: list[list[int]], f: int, library: bool
+) -> tuple[tuple[str, str, int], int]:
+    """The name of a folded stack's host time: its outermost import frame, as the user's line that
+    caused it (``("`AdamW()` at train.py:88 imported torch._dynamo", "", -1)``); else (or with
+    library frames kept) its innermost frame (function, file, first line) and the line it ran."""
+    text = fs.strings
+    imports = [] if library else [k for k in fpath[f] if text[int(fs.function[k])].startswith(IMPORT)]
+    imp = imports[0] if imports else None
+    if imp is None:
+        return (text[int(fs.function[f])], text[int(fs.file[f])], int(fs.first_line[f])), int(fs.line[f])
+    module = text[int(fs.function[imp])][len(IMPORT) :]
+    p = int(fs.parent[imp])
+    where = _where(text[int(fs.file[p])], int(fs.line[p])) if p >= 0 else ""
+    call = text[int(fs.callee[imp])]
+    what = f"`{call}` at {where}" if call and where else where or "library code"  # no user line above
+    return (f"{what} imported {module}", "", -1), 0
 
 
 def _where(file: str, line: int) -> str:
@@ -267,7 +303,10 @@ def _where(file: str, line: int) -> str:
 
 def _top_python(python: dict[tuple[str, str, int], dict[int, int]]) -> list[Named]:
     rows = []
-    for (func, file, _), lines in python.items():
+    for (func, file, first), lines in python.items():
+        if first == -1:  # an import, named by the line that caused it (_folded_key)
+            rows.append(Named(func, "", sum(lines.values()), "import"))
+            continue
         hot = max(lines.items(), key=lambda x: x[1])[0]
         rows.append(Named(func, _where(file, hot), sum(lines.values())))
     return sorted(rows, key=lambda n: -n.ns)[:TOP]

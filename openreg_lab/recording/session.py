@@ -33,7 +33,7 @@ import pandas as pd
 import torch
 
 from openreg_lab import _C
-from openreg_lab.recording import analysis, chrome, distributed, files, perfetto, steps
+from openreg_lab.recording import analysis, chrome, distributed, files, host_fold, perfetto, steps
 from openreg_lab.recording import compile_events as _compile_events
 from openreg_lab.recording import events as _events
 from openreg_lab.recording import host as _host
@@ -521,12 +521,13 @@ class Trace:
             self._observed, self._closed_watch = self._closed_watch.observed(), None
         return self._observed
 
-    def verdict(self) -> _verdict.Verdict:
+    def verdict(self, *, library: bool = False) -> _verdict.Verdict:
         """The answer first: the share of the wall time (of the traced time with ``host=False``) in
         CPU fallbacks, copies and casts, the ops to implement first (by the time they would save)
         and the warnings that change how to read the rest. The report, the dashboard's header and
         ``openreg-lab run`` lead with it. When an allocation failed in the trace, it opens with what
-        was live then, by category and line (``Trace.memory()``)."""
+        was live then, by category and line (``Trace.memory()``). Host time is named in your code's
+        terms, imports by the line that caused them (``library=True``: by the innermost frame)."""
         failed = bool((self.columns.fields["kind"] == _events.KINDS.index("oom")).any())
         return _verdict.verdict(
             self.events,
@@ -541,6 +542,7 @@ class Trace:
             step_sources=self._step_sources,
             thread_index=self._thread_index(),
             oom=_memory_text.oom_lines(self.memory()) if failed else None,
+            library=library,
         )
 
     @property
@@ -565,14 +567,17 @@ class Trace:
                 self._host_slices = _host.slices(self.host_samples, self._t0, self._thread_index())
         return self._host_slices
 
-    def host(self) -> pd.DataFrame:
+    def host(self, *, library: bool = False) -> pd.DataFrame:
         """The sampled Python per training step, function and thread (``host.HOST_COLUMNS``):
         samples, time as the innermost frame (``self_ns``), on the stack (``total_ns``) and
-        waiting off the CPU (``wait_ns``), by self time in each step (step -1: no step ended)."""
+        waiting off the CPU (``wait_ns``), by self time in each step (step -1: no step ended).
+        Imports are one ``import <module>`` frame each, library frames folded into your code's
+        (Note [Folding host frames]); ``library=True`` keeps the library frames."""
         samples = self.host_samples
         if samples is None:
             return pd.DataFrame(columns=_host.HOST_COLUMNS)
-        return _host.per_function(samples, self._t0, steps.table(self.events), self._thread_index())
+        folded = host_fold.fold(samples, library=library).samples
+        return _host.per_function(folded, self._t0, steps.table(self.events), self._thread_index())
 
     @property
     def step_sources(self) -> list[int]:

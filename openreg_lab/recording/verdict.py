@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from openreg_lab import theme
-from openreg_lab.recording import accounting, analysis, breakdown, steps
+from openreg_lab.recording import accounting, analysis, breakdown, host_fold, steps
 from openreg_lab.recording import host as _host
 from openreg_lab.recording.kinds import Kinds
 
@@ -137,10 +137,13 @@ def verdict(
     thread_index: dict[int, int] | None = None,
     oom: list[str] | None = None,
     kinds: Kinds | None = None,
+    library: bool = False,
 ) -> Verdict:
     """The verdict of a trace's events (``Trace.verdict()`` passes the trace's settings, its host
     samples, what ended each step and, when an allocation failed, what was live then in words;
-    ``kinds``: the events' kinds when the caller read them already, Note [Kinds read once])."""
+    ``kinds``: the events' kinds when the caller read them already, Note [Kinds read once]). Host
+    Python is named in the user's terms (Note [Folding host frames]): by the user's frame, an import
+    by the line that caused it; ``library=True`` names the innermost frame, a library's too."""
     span = analysis.span(events)
     wall = bool(host_sampling and samples is not None)
     if wall:  # the trace's wall time: from its start (0) to the last event's end or the last sample
@@ -205,7 +208,7 @@ def verdict(
         more=max(len(fb) - TOP, 0),
         step=_step_sentence(table),
         warnings=_warnings(events, kinds, dropped, capacity, op_events, profile, skipped),
-        time=_wall_times(events, kinds, table, samples, t0, host_sampling, thread_index or {}),
+        time=_wall_times(events, kinds, table, samples, t0, host_sampling, thread_index or {}, library),
         iterations=steps.per_iteration(step_sources or []),
         wall=wall,
         oom=list(oom or []),
@@ -220,11 +223,13 @@ def _wall_times(
     t0: int,
     sampled: bool,
     thread_index: dict[int, int],
+    library: bool,
 ) -> list[accounting.WallTime]:
     """Step 0 and the median of the complete steps after it; the whole trace when no step ended."""
     done = table[table["complete"]] if len(table) else table
     iv = _host.intervals(samples, t0) if samples is not None else None  # once for both steps
-    more = {"kinds": kinds, "iv": iv}
+    folded = host_fold.fold(samples, library=library) if samples is not None and len(samples) else None
+    more = {"kinds": kinds, "iv": iv, "folded": folded}
     if done.empty:
         span = analysis.span(events)
         if samples is not None and len(samples):

@@ -4,21 +4,24 @@ once (Note [Kinds read once]) are the kinds of the table. Speed is benchmarks/be
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from openreg_lab.recording import accounting, analysis, breakdown, flow, steps
+from openreg_lab.recording import accounting, analysis, breakdown, flow, host, host_fold, steps
 from openreg_lab.recording.kinds import Kinds
 from openreg_lab.recording.verdict import verdict
 from tests.support.accounting_reference import account_reference
-from tests.support.views_data import tile, tile_samples, tile_span, training_trace
+from tests.support.views_data import tile, tile_span, training_trace
 
 
 @pytest.fixture(scope="module")
 def big():
-    """Three copies of a traced training step with their host samples, plus the kinds a training
-    step of the example lacks: a compilation, a collective and its wait, an op still running."""
+    """Three copies of a traced training step, sampled evenly on its own stacks (``even_samples``),
+    plus the kinds a training step of the example lacks: a compilation, a collective and its wait,
+    an op still running."""
     t = training_trace()
     base, samples = t.events, t.host_samples
     assert samples is not None and len(samples) > 2
@@ -32,7 +35,30 @@ def big():
     extra["start_ns"] = [span // 3, span + span // 4, span + span // 2, 2 * span + span // 2]
     extra["dur_ns"] = [span // 5, span // 3, span // 4, -1]
     ev = pd.concat([ev, extra], ignore_index=True).sort_values("start_ns", kind="stable", ignore_index=True)
-    return ev, tile_samples(samples, 3, span), t._t0, t._thread_index(), span
+    threads = t._thread_index()
+    return ev, even_samples(samples, ev, threads, t._t0, 3 * span), t._t0, threads, span
+
+
+def even_samples(
+    s: host.Samples, ev: pd.DataFrame, threads: dict[int, int], t0: int, span: int
+) -> host.Samples:
+    """The step thread's samples every 0.4 ms over ``span`` on the trace's own stack nodes, a third
+    of them waiting (off the CPU) and the rest running: every part of the painting is reached
+    whatever the machine's load did to the real samples' rate."""
+    os_of = {i: os_id for os_id, i in threads.items()}
+    tid = os_of[int(ev.loc[ev["kind"] == "step", "thread"].iloc[-1])]
+    times = np.arange(0, span, 400_000, dtype=np.int64)
+    k = np.arange(len(times))
+    ran = np.where(k % 3 == 0, 0, 400_000)  # ns on a CPU in the interval before each sample
+    nodes = np.unique(s.node[s.node >= 0])
+    return replace(
+        s,
+        time=times + t0,
+        thread=np.full(len(times), tid, dtype=np.int64),
+        node=nodes[k % len(nodes)],
+        cpu=np.cumsum(ran),
+        queue=np.zeros(len(times), dtype=np.int64),
+    )
 
 
 def windows(ev: pd.DataFrame, span: int) -> list[tuple[int, int]]:
@@ -68,8 +94,12 @@ def test_the_verdict_accounts_its_steps_as_the_plain_painting(big):
     table = steps.table(ev)
     first = table.iloc[0]
     a = int(first["start_ns"])
-    want = account_reference(ev, samples, t0, threads, a, a + int(first["dur_ns"]), "step 0", True)
-    assert v.time[0] == want
+    b = a + int(first["dur_ns"])
+    want = account_reference(ev, samples, t0, threads, a, b, "step 0", True)
+    # The same painting; host Python named in the user's terms (Note [Folding host frames]).
+    assert (v.time[0].parts, v.time[0].ops) == (want.parts, want.ops)
+    folded = host_fold.fold(samples)
+    assert v.time[0] == accounting.account(ev, samples, t0, threads, a, b, "step 0", True, folded=folded)
     assert v.time[0].python and v.time[0].waiting  # the samples named host Python and a wait
 
 
