@@ -297,8 +297,9 @@ def _folded_key(
 
 
 def _where(file: str, line: int) -> str:
-    """``file:line``; nothing for a frozen module (``<frozen runpy>``: no file to open)."""
-    return "" if file.startswith("<frozen ") else f"{file}:{line}"
+    """``file:line``; nothing for a frozen module (``<frozen runpy>``: no file to open) or a frame
+    with no file (a folded ``import`` frame: Note [Folding host frames])."""
+    return "" if not file or file.startswith("<frozen ") else f"{file}:{line}"
 
 
 def _top_python(python: dict[tuple[str, str, int], dict[int, int]]) -> list[Named]:

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import openreg_lab
-from openreg_lab.recording import host, host_fold
+from openreg_lab.recording import accounting, host, host_fold
 
 SPIN_S = 0.3
 MODULE = "openreg_fold_slow_import"
@@ -154,6 +154,11 @@ def test_an_import_sampled_while_finding_its_module_is_named_from_its_execution(
     assert callers == {"", "Adam()"}  # what the example's line called; train.py's line is the import
     full = host_fold.fold(s, library=True)
     assert stack_of(full, 1) == ["main", "import pkg.sub", "<module>", "import pkg.sub.deep", "<module>"]
+    # With library frames kept the verdict names the innermost frame; an import frame has no file:line.
+    key, line = accounting._folded_key(
+        full.samples, host.paths(full.samples), int(full.samples.node[0]), True
+    )
+    assert key[0] == "import pkg.sub" and accounting._where(key[1], line) == ""
 
 
 def stack_of(f: host_fold.Folded, sample: int) -> list[str]:
