@@ -1,9 +1,10 @@
-"""What the views cost at scale: building the dashboard, its payload to the browser, the static
-text/html and the HTML report, for traces of about 10k, 100k and 1M events.
+"""What the views cost at scale: the verdict, building the dashboard, its payload to the browser,
+the static text/html and the HTML report, for traces of about 10k, 100k and 1M events.
 
 The traces are a real traced training step (tests/support/views_data.py) repeated to size, so the mix of
-ops, copies, casts and allocations is a real one. Build times are medians of a few runs (the first
-plotly FigureWidget import is paid once before timing); sizes are bytes.
+ops, copies, casts and allocations is a real one; the verdict reads the step's host samples repeated
+alike (its wall-time accounting, Note [Accounting a window of a big trace]). Build times are medians of
+a few runs (the first plotly FigureWidget import is paid once before timing); sizes are bytes.
 
 .venv/bin/python benchmarks/bench_views.py [--sizes 10000,100000,1000000]
 """
@@ -22,12 +23,13 @@ sys.path.insert(0, str(ROOT))  # the traces the views' tests use (tests.support.
 
 from _timing import print_table  # noqa: E402
 
+from openreg_lab.recording.verdict import verdict  # noqa: E402
 from openreg_lab.views import static  # noqa: E402
 from openreg_lab.views.dashboard import Dashboard  # noqa: E402
 from openreg_lab.views.lod import Pyramid  # noqa: E402
 from openreg_lab.views.report import report_html  # noqa: E402
 from openreg_lab.views.timeline import payload_size  # noqa: E402
-from tests.support.views_data import tile, training_trace  # noqa: E402
+from tests.support.views_data import tile, tile_samples, tile_span, training_trace  # noqa: E402
 
 
 def _median_time(fn, runs: int) -> float:
@@ -44,12 +46,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="10000,100000,1000000")
     sizes = [int(s) for s in parser.parse_args().sizes.split(",")]
-    base = training_trace().events
+    traced = training_trace()
+    base, samples = traced.events, traced.host_samples
+    assert samples is not None
+    threads = traced._thread_index()
     Dashboard(base)  # pays the one-time imports (plotly's FigureWidget, anywidget)
     rows = []
     for target in sizes:
-        events = tile(base, max(1, round(target / len(base))))
+        copies = max(1, round(target / len(base)))
+        events = tile(base, copies)
+        host = tile_samples(samples, copies, tile_span(base))
         runs = 3 if len(events) <= 200_000 else 1
+        verdict_s = _median_time(
+            lambda ev=events, s=host: verdict(
+                ev, samples=s, t0=traced._t0, host_sampling=True, thread_index=threads
+            ),
+            3,
+        )
         build = _median_time(lambda ev=events: Dashboard(ev), runs)
         pyramid_s = _median_time(lambda ev=events: Pyramid(ev), runs)
         d = Dashboard(events)
@@ -63,6 +76,7 @@ def main() -> None:
         rows.append(
             [
                 f"{len(events):,}",
+                f"{verdict_s:.2f} s",
                 f"{build:.2f} s",
                 f"{pyramid_s:.2f} s",
                 f"{timeline / 1e3:.0f} kB",
@@ -77,6 +91,7 @@ def main() -> None:
     print_table(
         [
             "events",
+            "verdict",
             "dashboard build",
             "of which LOD",
             "timeline payload",

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from openreg_lab.recording.kinds import Kinds
+
 KERNEL_KINDS = ("native", "fallback", "composite", "generic")
 
 #: The columns of ``summary``: the one per-op aggregate every table, view, report and command shows.
@@ -19,10 +21,11 @@ SUMMARY_COLUMNS = [
 ]  # fmt: skip
 
 
-def nearest_op(events: pd.DataFrame) -> np.ndarray:
-    """For each event, the id of the closest enclosing op event (-1 if none)."""
+def nearest_op(events: pd.DataFrame, *, kinds: Kinds | None = None) -> np.ndarray:
+    """For each event, the id of the closest enclosing op event (-1 if none). ``kinds``: the
+    events' kinds when the caller read them already (Note [Kinds read once]), as for every table here."""
     parent = events["parent"].to_numpy()
-    is_op = (events["kind"] == "op").to_numpy()
+    is_op = Kinds.of(events, kinds).mask("op")
     out = np.where((parent >= 0) & is_op[np.maximum(parent, 0)], parent, -1)
     todo = (out < 0) & (parent >= 0)
     up = parent.copy()
@@ -46,17 +49,21 @@ def nearest_op(events: pd.DataFrame) -> np.ndarray:
 # no duration (-1, counted as 0) and self time 0. Backward events are not ops: an op inside an autograd
 # node (a post hook's too, Note [A backward node ends with its hooks] in csrc/trace/OpObserver.cpp) is a
 # child of its nearest enclosing op, if any, and the node's duration is nobody's self time.
-def self_time(events: pd.DataFrame) -> np.ndarray:
-    """Each op's duration minus its child ops' (Note [Self time]); other events: their duration."""
+def self_time(
+    events: pd.DataFrame, *, kinds: Kinds | None = None, owner: np.ndarray | None = None
+) -> np.ndarray:
+    """Each op's duration minus its child ops' (Note [Self time]); other events: their duration.
+    ``owner``: ``nearest_op(events)`` when the caller has it."""
+    kinds = Kinds.of(events, kinds)
     dur = np.maximum(events["dur_ns"].to_numpy().astype(np.int64), 0)
-    owner = nearest_op(events)
-    is_child_op = (events["kind"] == "op").to_numpy() & (owner >= 0)
+    owner = nearest_op(events, kinds=kinds) if owner is None else owner
+    is_child_op = kinds.mask("op") & (owner >= 0)
     children = np.zeros(len(events), dtype=np.int64)
     np.add.at(children, owner[is_child_op], dur[is_child_op])
     return np.maximum(dur - children, 0)
 
 
-def summary(events: pd.DataFrame) -> pd.DataFrame:
+def summary(events: pd.DataFrame, *, kinds: Kinds | None = None) -> pd.DataFrame:
     """One row per op name and device (``SUMMARY_COLUMNS``), by total time: calls, how many ran
     native / fallback / composite / generic, the ``kernel`` kind most calls ran, ``total_ns``,
     ``self_ns`` (Note [Self time]), ``bytes_copied`` and the most frequent dispatch ``path``.
@@ -65,12 +72,14 @@ def summary(events: pd.DataFrame) -> pd.DataFrame:
     fallen-back op is charged for moving its arguments to the CPU and its results back. ``device``
     is ``"-"`` for an op with no device.
     """
-    is_op = (events["kind"] == "op").to_numpy()
+    kinds = Kinds.of(events, kinds)
+    is_op = kinds.mask("op")
     if not is_op.any():
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
-    self_ns = self_time(events)[is_op]
-    is_copy = (events["kind"] == "copy").to_numpy()
-    owner = nearest_op(events)[is_copy]
+    nearest = nearest_op(events, kinds=kinds)
+    self_ns = self_time(events, kinds=kinds, owner=nearest)[is_op]
+    is_copy = kinds.mask("copy")
+    owner = nearest[is_copy]
     copied = np.zeros(len(events), dtype=np.int64)
     np.add.at(copied, owner[owner >= 0], events["bytes"].to_numpy()[is_copy][owner >= 0])
     # Group with integer codes (factorize once per column): pandas' string groupby is the slow part.
@@ -125,24 +134,29 @@ def span(events: pd.DataFrame) -> int:
     """The traced time: from the first event's start to the last one's end (ns; 0 for no events)."""
     if events.empty:
         return 0
-    end = events["start_ns"] + events["dur_ns"].clip(lower=0)
-    return int(end.max() - events["start_ns"].min())
+    start = events["start_ns"].to_numpy()
+    end = start + np.maximum(events["dur_ns"].to_numpy(), 0)
+    return int(end.max() - start.min())
 
 
-def fallbacks(events: pd.DataFrame) -> pd.DataFrame:
+def fallbacks(events: pd.DataFrame, *, kinds: Kinds | None = None) -> pd.DataFrame:
     """Ops that ran on the CPU, ranked by time spent in the fallback including copies.
 
     Columns: ``name``, ``calls``, ``total_ns`` (the fallback's time: copies plus CPU compute),
     ``copy_to_cpu_ns``/``bytes_to_cpu`` (device to host), ``cpu_ns`` (the CPU kernel),
     ``copy_back_ns``/``bytes_back`` (host to device), ``op_ns`` (the whole op call), and
     ``sources``: the user code lines that led to these calls (with ``trace(stack=True)``).
+    ``kinds``: the events' kinds when the caller read them already (Note [Kinds read once]).
     """
     cols = ["name", "calls", "total_ns", "copy_to_cpu_ns", "cpu_ns", "copy_back_ns", "bytes_to_cpu",
             "bytes_back", "op_ns", "sources"]  # fmt: skip
-    fb = events[events["kind"] == "fallback"]
+    kinds = Kinds.of(events, kinds)
+    fb = events.iloc[np.flatnonzero(kinds.mask("fallback"))]
     if fb.empty:
         return pd.DataFrame(columns=cols)
-    copies = events[(events["kind"] == "copy") & events["parent"].isin(fb["id"])]
+    ids, parent = events["id"].to_numpy(), events["parent"].to_numpy()
+    cp = np.flatnonzero(kinds.mask("copy"))
+    copies = events.iloc[cp[np.isin(parent[cp], fb["id"].to_numpy())]]
     copies = copies.assign(dur_ns=copies["dur_ns"].clip(lower=0))  # -1: still running, counts as 0
     by_parent = copies.groupby(["parent", "name"])[["dur_ns", "bytes"]].sum().unstack("name", fill_value=0)
 
@@ -151,8 +165,9 @@ def fallbacks(events: pd.DataFrame) -> pd.DataFrame:
             return fb["id"].map(by_parent[(col, direction)]).fillna(0).astype(np.int64)
         return pd.Series(0, index=fb.index, dtype=np.int64)
 
-    ids = events.set_index("id")
-    op_ns = fb["parent"].map(ids["dur_ns"].clip(lower=0)).fillna(0).astype(np.int64)
+    ops = np.flatnonzero(np.isin(ids, fb["parent"].to_numpy()))  # the ops that fell back, by id
+    op_dur = pd.Series(events["dur_ns"].to_numpy()[ops], index=ids[ops]).clip(lower=0)
+    op_ns = fb["parent"].map(op_dur).fillna(0).astype(np.int64)
     rows = pd.DataFrame(
         {
             "name": fb["name"],

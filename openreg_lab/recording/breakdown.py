@@ -10,15 +10,17 @@ import pandas as pd
 
 from openreg_lab import theme
 from openreg_lab.recording import analysis
+from openreg_lab.recording.kinds import Kinds
 from openreg_lab.recording.lookup import cell_source
 
 #: The copy directions, as the recorder names them.
 DIRECTIONS = ("H2D", "D2H", "D2D")
 
 
-def fallback_costs(events: pd.DataFrame) -> pd.DataFrame:
-    """``Trace.fallbacks()`` with the three parts of each bar and its share of the traced time."""
-    fb = analysis.fallbacks(events).copy()
+def fallback_costs(events: pd.DataFrame, *, kinds: Kinds | None = None) -> pd.DataFrame:
+    """``Trace.fallbacks()`` with the three parts of each bar and its share of the traced time
+    (``kinds``: Note [Kinds read once])."""
+    fb = analysis.fallbacks(events, kinds=kinds).copy()
     span = analysis.span(events)
     fb["sources"] = [[cell_source(x) for x in s] for s in fb["sources"]]
     fb["share"] = fb["total_ns"] / span if span else 0.0

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from openreg_lab.recording.analysis import KERNEL_KINDS
+from openreg_lab.recording.kinds import Kinds
 
 #: The Sankey's terminal nodes: what finally ran a call.
 RAN = {k: f"ran {k}" for k in (*KERNEL_KINDS, "unknown")}
@@ -54,13 +55,14 @@ def _on_link(path: str, kernel: str, flow: tuple[str, str]) -> bool:
     return any((a, b) == tuple(flow) for a, b in itertools.pairwise(steps))
 
 
-def dispatch_flows(events: pd.DataFrame) -> pd.DataFrame:
+def dispatch_flows(events: pd.DataFrame, *, kinds: Kinds | None = None) -> pd.DataFrame:
     """The dispatch flow of every op call: links ``source`` -> ``target`` from ``all calls`` to the key
     that received the call, between consecutive dispatch keys of its path, and from its last key to
     what ran (``ran native`` ...), with ``calls`` and ``time_ns`` (the calls' total time). Each call
-    leaves ``all calls`` once and crosses exactly one link into a ``ran`` node."""
+    leaves ``all calls`` once and crosses exactly one link into a ``ran`` node. ``kinds``: Note
+    [Kinds read once]."""
     cols = ["source", "target", "calls", "time_ns"]
-    is_op = (events["kind"] == "op").to_numpy()
+    is_op = Kinds.of(events, kinds).mask("op")
     if not is_op.any():
         return pd.DataFrame(columns=cols)
     path_code, paths = pd.factorize(events["dispatch"].to_numpy()[is_op], use_na_sentinel=False)

@@ -419,6 +419,10 @@ class Trace(Tables, Exports, Viewable):
         """Events not recorded because the trace was full (0 when nothing was lost)."""
         return self._dropped
 
+    def __bool__(self) -> bool:
+        """Always true, empty or still recording (``len``, which raises while it records, counts events)."""
+        return True
+
     def __len__(self) -> int:
         if self._raw is not None:
             recorded = sum(len(t["events"]) for t in self._raw[0]["threads"]) // _events.EVENT_DTYPE.itemsize

@@ -18,6 +18,7 @@ import pandas as pd
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from openreg_lab import _C
+from openreg_lab.recording.kinds import Kinds
 
 #: The columns of ``table``: one row a step.
 STEP_COLUMNS = [
@@ -127,7 +128,7 @@ def _after_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
 _hook = register_optimizer_step_post_hook(_after_optimizer_step)
 
 
-def table(events: pd.DataFrame) -> pd.DataFrame:
+def table(events: pd.DataFrame, *, kinds: Kinds | None = None) -> pd.DataFrame:
     """One row a step (``STEP_COLUMNS``): its number, start and duration, op calls, fallbacks,
     copies and the bytes they moved, autocast casts, and the peak of device memory allocated
     during it (the most any allocation of the step left allocated on one device; 0 if it
@@ -135,21 +136,22 @@ def table(events: pd.DataFrame) -> pd.DataFrame:
 
     A step runs from the end of the previous one (the first, from the trace's start) to its
     ``step`` event. Work after the last step event is one more row, ``complete`` False, when it
-    called any op. Empty when the trace holds no step event.
+    called any op. Empty when the trace holds no step event. ``kinds``: the events' kinds when the
+    caller read them already (Note [Kinds read once]).
     """
-    is_step = (events["kind"] == "step").to_numpy()
+    kinds = Kinds.of(events, kinds)
+    is_step = kinds.mask("step")
     if not is_step.any():
         return pd.DataFrame(columns=STEP_COLUMNS)
     ends = events["start_ns"].to_numpy()[is_step].astype(np.int64)
     numbers = events["seq"].to_numpy()[is_step].astype(np.int64)
     start = events["start_ns"].to_numpy().astype(np.int64)
-    kind = events["kind"].to_numpy()
     # The step each event belongs to: the first step ending at or after its start.
     which = np.searchsorted(ends, start, side="left")
     after = which == len(ends)
     complete = [True] * len(ends)
     bounds = [0, *ends.tolist()]
-    if (after & (kind == "op")).any():
+    if (after & kinds.mask("op")).any():
         end = start[after] + np.maximum(events["dur_ns"].to_numpy()[after], 0)
         bounds.append(int(end.max()))
         numbers = np.r_[numbers, numbers[-1] + 1]
@@ -157,16 +159,16 @@ def table(events: pd.DataFrame) -> pd.DataFrame:
     n = len(numbers)
     keep = ~is_step & (which < n)
     w = which[keep]
-    k = kind[keep]
+    k = kinds.take(np.flatnonzero(keep))
     nbytes = events["bytes"].to_numpy()[keep].astype(np.int64)
 
     def count(mask: np.ndarray) -> np.ndarray:
         return np.bincount(w[mask], minlength=n)
 
     copied = np.zeros(n, dtype=np.int64)
-    np.add.at(copied, w[k == "copy"], nbytes[k == "copy"])
+    np.add.at(copied, w[k.mask("copy")], nbytes[k.mask("copy")])
     peak = np.zeros(n, dtype=np.int64)
-    allocs = k == "alloc"
+    allocs = k.mask("alloc")
     np.maximum.at(peak, w[allocs], events["total"].to_numpy()[keep][allocs].astype(np.int64))
     starts = np.asarray(bounds[:-1], dtype=np.int64)
     return pd.DataFrame(
@@ -174,11 +176,11 @@ def table(events: pd.DataFrame) -> pd.DataFrame:
             "step": numbers,
             "start_ns": starts,
             "dur_ns": np.asarray(bounds[1:], dtype=np.int64) - starts,
-            "ops": count(k == "op"),
-            "fallbacks": count(k == "fallback"),
-            "copies": count(k == "copy"),
+            "ops": count(k.mask("op")),
+            "fallbacks": count(k.mask("fallback")),
+            "copies": count(k.mask("copy")),
             "bytes_copied": copied,
-            "casts": count(k == "cast"),
+            "casts": count(k.mask("cast")),
             "peak_bytes": peak,
             "complete": complete,
         },

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from openreg_lab.recording import analysis, distributed, steps
+from openreg_lab.recording import analysis, distributed, host_fold, steps
 from openreg_lab.recording import events as _events
 from openreg_lab.recording import host as _host
 from openreg_lab.recording import memory as _memory
@@ -71,12 +71,13 @@ class Tables:
             self._observed, self._closed_watch = self._closed_watch.observed(), None
         return self._observed
 
-    def verdict(self) -> _verdict.Verdict:
+    def verdict(self, *, library: bool = False) -> _verdict.Verdict:
         """The answer first: the share of the wall time (of the traced time with ``host=False``) in
         CPU fallbacks, copies and casts, the ops to implement first (by the time they would save)
         and the warnings that change how to read the rest. The report, the dashboard's header and
         ``openreg-lab run`` lead with it. When an allocation failed in the trace, it opens with what
-        was live then, by category and line (``Trace.memory()``)."""
+        was live then, by category and line (``Trace.memory()``). Host time is named in your code's
+        terms, imports by the line that caused them (``library=True``: by the innermost frame)."""
         failed = bool((self.columns.fields["kind"] == _events.KINDS.index("oom")).any())
         return _verdict.verdict(
             self.events,
@@ -91,6 +92,7 @@ class Tables:
             step_sources=self._step_sources,
             thread_index=self._thread_index(),
             oom=_memory_text.oom_lines(self.memory()) if failed else None,
+            library=library,
         )
 
     @property
@@ -115,14 +117,17 @@ class Tables:
                 self._host_slices = _host.slices(self.host_samples, self._t0, self._thread_index())
         return self._host_slices
 
-    def host(self) -> pd.DataFrame:
+    def host(self, *, library: bool = False) -> pd.DataFrame:
         """The sampled Python per training step, function and thread (``host.HOST_COLUMNS``):
         samples, time as the innermost frame (``self_ns``), on the stack (``total_ns``) and
-        waiting off the CPU (``wait_ns``), by self time in each step (step -1: no step ended)."""
+        waiting off the CPU (``wait_ns``), by self time in each step (step -1: no step ended).
+        Imports are one ``import <module>`` frame each, library frames folded into your code's
+        (Note [Folding host frames]); ``library=True`` keeps the library frames."""
         samples = self.host_samples
         if samples is None:
             return pd.DataFrame(columns=_host.HOST_COLUMNS)
-        return _host.per_function(samples, self._t0, steps.table(self.events), self._thread_index())
+        folded = host_fold.fold(samples, library=library).samples
+        return _host.per_function(folded, self._t0, steps.table(self.events), self._thread_index())
 
     @property
     def step_sources(self) -> list[int]:

@@ -17,11 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from openreg_lab import theme
-from openreg_lab.recording import accounting, analysis, breakdown, steps
+from openreg_lab.recording import accounting, analysis, breakdown, host_fold, steps
 from openreg_lab.recording import host as _host
+from openreg_lab.recording.kinds import Kinds
 
 #: How many operators the verdict ranks.
 TOP = 5
@@ -134,20 +136,26 @@ def verdict(
     step_sources: list[int] | None = None,
     thread_index: dict[int, int] | None = None,
     oom: list[str] | None = None,
+    kinds: Kinds | None = None,
+    library: bool = False,
 ) -> Verdict:
     """The verdict of a trace's events (``Trace.verdict()`` passes the trace's settings, its host
-    samples, what ended each step and, when an allocation failed, what was live then in words)."""
+    samples, what ended each step and, when an allocation failed, what was live then in words;
+    ``kinds``: the events' kinds when the caller read them already, Note [Kinds read once]). Host
+    Python is named in the user's terms (Note [Folding host frames]): by the user's frame, an import
+    by the line that caused it; ``library=True`` names the innermost frame, a library's too."""
     span = analysis.span(events)
     wall = bool(host_sampling and samples is not None)
     if wall:  # the trace's wall time: from its start (0) to the last event's end or the last sample
         assert samples is not None
-        end = events["start_ns"] + events["dur_ns"].clip(lower=0)
+        end = events["start_ns"].to_numpy() + np.maximum(events["dur_ns"].to_numpy(), 0)
         span = max(int(end.max()) if len(end) else 0, int(samples.time.max()) - t0 if len(samples) else 0)
-    kind = events["kind"]
-    dur = events["dur_ns"].clip(lower=0)
-    fb = breakdown.fallback_costs(events)
-    copies = events[kind == "copy"]
-    casts = events[kind == "cast"]
+    kinds = Kinds.of(events, kinds)  # once: Note [Kinds read once]
+    dur = np.maximum(events["dur_ns"].to_numpy().astype(np.int64, copy=False), 0)
+    nbytes = events["bytes"].to_numpy()
+    fb = breakdown.fallback_costs(events, kinds=kinds)
+    copies = kinds.mask("copy")
+    casts = kinds.mask("cast")
 
     def share(ns: int) -> float:
         return ns / span if span else 0.0
@@ -155,8 +163,8 @@ def verdict(
     fb_ns = int(fb["total_ns"].sum())
     fb_copy = int(fb["copy_to_cpu_ns"].sum() + fb["copy_back_ns"].sum())
     fb_cpu = int(fb["cpu_ns"].sum())
-    copy_ns = int(dur[copies.index].sum())
-    cast_ns = int(dur[casts.index].sum())
+    copy_ns = int(dur[copies].sum())
+    cast_ns = int(dur[casts].sum())
     shares = [
         Share(
             "CPU fallbacks",
@@ -169,17 +177,17 @@ def verdict(
             "copies",
             copy_ns,
             share(copy_ns),
-            f": {len(copies):,} copies moving {theme.format_bytes(int(copies['bytes'].sum()))}, "
+            f": {int(copies.sum()):,} copies moving {theme.format_bytes(int(nbytes[copies].sum()))}, "
             "the fallbacks' included",
         ),
         Share(
             "autocast casts",
             cast_ns,
             share(cast_ns),
-            f": {len(casts):,} casts, {theme.format_bytes(int(casts['bytes'].sum()))}",
+            f": {int(casts.sum()):,} casts, {theme.format_bytes(int(nbytes[casts].sum()))}",
         ),
     ]
-    table = steps.table(events)  # once: the step sentence and the wall times read it
+    table = steps.table(events, kinds=kinds)  # once: the step sentence and the wall times read it
     first = [
         {
             "name": r.name,
@@ -199,8 +207,8 @@ def verdict(
         first=first,
         more=max(len(fb) - TOP, 0),
         step=_step_sentence(table),
-        warnings=_warnings(events, dropped, capacity, op_events, profile, skipped),
-        time=_wall_times(events, table, samples, t0, host_sampling, thread_index or {}),
+        warnings=_warnings(events, kinds, dropped, capacity, op_events, profile, skipped),
+        time=_wall_times(events, kinds, table, samples, t0, host_sampling, thread_index or {}, library),
         iterations=steps.per_iteration(step_sources or []),
         wall=wall,
         oom=list(oom or []),
@@ -209,21 +217,28 @@ def verdict(
 
 def _wall_times(
     events: pd.DataFrame,
+    kinds: Kinds,
     table: pd.DataFrame,
     samples: _host.Samples | None,
     t0: int,
     sampled: bool,
     thread_index: dict[int, int],
+    library: bool,
 ) -> list[accounting.WallTime]:
     """Step 0 and the median of the complete steps after it; the whole trace when no step ended."""
     done = table[table["complete"]] if len(table) else table
+    iv = _host.intervals(samples, t0) if samples is not None else None  # once for both steps
+    folded = host_fold.fold(samples, library=library) if samples is not None and len(samples) else None
+    more = {"kinds": kinds, "iv": iv, "folded": folded}
     if done.empty:
         span = analysis.span(events)
         if samples is not None and len(samples):
             span = max(span, int(samples.time.max()) - t0)
         if span <= 0:
             return []
-        return [accounting.account(events, samples, t0, thread_index, 0, span, "the traced time", sampled)]
+        return [
+            accounting.account(events, samples, t0, thread_index, 0, span, "the traced time", sampled, **more)
+        ]
     out = []
     first = done.iloc[0]
     a = int(first["start_ns"])
@@ -237,6 +252,7 @@ def _wall_times(
             a + int(first["dur_ns"]),
             f"step {int(first['step'])}",
             sampled,
+            **more,
         )
     )
     rest = done.iloc[1:]
@@ -248,7 +264,9 @@ def _wall_times(
             f"the median step (step {int(mid['step'])} of the {len(rest)} after step {int(first['step'])})"
         )
         out.append(
-            accounting.account(events, samples, t0, thread_index, a, a + int(mid["dur_ns"]), label, sampled)
+            accounting.account(
+                events, samples, t0, thread_index, a, a + int(mid["dur_ns"]), label, sampled, **more
+            )
         )
     return out
 
@@ -271,6 +289,7 @@ def _step_sentence(table: pd.DataFrame) -> str | None:
 
 def _warnings(
     events: pd.DataFrame,
+    kinds: Kinds,
     dropped: int,
     capacity: int | None,
     op_events: str,
@@ -285,7 +304,7 @@ def _warnings(
         )
     if op_events == "kernels":
         out.append(KERNEL_OPS_NOTE)
-    marks = events.loc[events["kind"] == "mark", "name"]
+    marks = events["name"].to_numpy()[kinds.mask("mark")]
     profiles = [m.removeprefix("profile: ") for m in marks if m.startswith("profile: ")]
     used = [p for p in [profile, *profiles] if p and p != "none"]
     if used:
@@ -294,7 +313,7 @@ def _warnings(
             f"a coverage profile was in use ({names}): ops ran natively or fell back as on that backend, "
             "not as openreg's own kernels would"
         )
-    if (events["kind"] == "compiled").any():
+    if kinds.any("compiled"):
         out.append(
             "the trace holds torch.compile regions: ops inside them ran from generated code, so their "
             "calls and self times are not those of eager mode"

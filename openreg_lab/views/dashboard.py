@@ -20,6 +20,7 @@ import traitlets
 from openreg_lab import theme
 from openreg_lab.recording import analysis, breakdown, flow, lookup
 from openreg_lab.recording import host as _host
+from openreg_lab.recording.kinds import Kinds
 from openreg_lab.recording.verdict import Verdict
 from openreg_lab.recording.verdict import verdict as verdict_of
 from openreg_lab.views import charts, memory_view, png, static
@@ -82,14 +83,15 @@ class Dashboard(w.VBox):
         self.drawn = _host.with_events(events, host)  # the events and the host slices
         self.pyramid = Pyramid(self.drawn)
         self.selection = Selection()
-        self.ops = analysis.summary(events)
-        self.flows = flow.dispatch_flows(events)
-        self.fallbacks = breakdown.fallback_costs(events)
+        kinds = Kinds(events["kind"])  # read once for the tables below (Note [Kinds read once])
+        self.ops = analysis.summary(events, kinds=kinds)
+        self.flows = flow.dispatch_flows(events, kinds=kinds)
+        self.fallbacks = breakdown.fallback_costs(events, kinds=kinds)
         # The verdict first (Trace.verdict(): what falls back, what it costs, what to implement first).
         self.verdict = (
             verdict
             if verdict is not None
-            else verdict_of(events, dropped=dropped, capacity=capacity, op_events=op_events)
+            else verdict_of(events, dropped=dropped, capacity=capacity, op_events=op_events, kinds=kinds)
         )
         self.header = w.HTML(static.header_html(events, self.verdict))
         self.timeline = Timeline(self.drawn, self.pyramid, layout=w.Layout(width="100%"))

@@ -320,11 +320,13 @@ def _coarsen(prev: Level, bucket: float, nrows: int) -> Level:
     key_change = np.ones(len(b), dtype=bool)
     key_change[1:] = (b[1:] != b[:-1]) | (prev.row[1:] != prev.row[:-1])
     group = np.cumsum(key_change) - 1
-    # Longest item of each group: sort by (group, dur) and take each group's last.
-    order = np.lexsort((prev.dur, group))
-    last = np.flatnonzero(np.r_[group[order][1:] != group[order][:-1], True])
-    pick = order[last]
-    counts = np.add.reduceat(prev.count, np.flatnonzero(key_change))
+    first = np.flatnonzero(key_change)
+    # Longest item of each group (a run of consecutive items: prev is sorted by row, then start),
+    # the last of equally long ones: its maximum, then the last item reaching it (no sort).
+    longest = np.maximum.reduceat(prev.dur, first) if len(first) else prev.dur[:0]
+    at_max = np.flatnonzero(prev.dur == longest[group])
+    pick = at_max[np.r_[group[at_max][1:] != group[at_max][:-1], True]]
+    counts = np.add.reduceat(prev.count, first)
     return _level(bucket, prev.start[pick], prev.dur[pick], prev.row[pick], prev.event[pick], counts, nrows)
 
 

@@ -390,6 +390,21 @@ def test_reading_a_running_trace_is_a_clear_error():
         pass
 
 
+def test_a_trace_is_true_while_recording_and_after():
+    # bool() fell back to __len__, which raises while the trace records: `if t:` in the block raised.
+    t = openreg_lab.trace()
+    assert bool(t)  # not started
+    with t:
+        torch.ones(3, device="openreg")
+        assert bool(t) and (t or None) is t
+        with pytest.raises(RuntimeError, match="still recording"):
+            len(t)
+    assert bool(t) and len(t) == len(t.events) > 0
+    with openreg_lab.trace() as empty:
+        pass
+    assert bool(empty) and len(empty) == 0  # a handle, not a container tested for emptiness
+
+
 def test_bad_capacity_is_rejected():
     with pytest.raises(ValueError, match="positive number of events"):
         openreg_lab.trace(capacity=0)

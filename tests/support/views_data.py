@@ -1,7 +1,10 @@
 """Traces for the views' tests (and benchmarks/bench_views.py): a real training step on openreg, and
-that step's events repeated to any size (ids, parents, forward links and times shifted)."""
+that step's events repeated to any size (ids, parents, forward links and times shifted), with its
+host samples repeated alike."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -9,6 +12,7 @@ import torch
 
 import openreg_lab
 from openreg_lab.examples.models import transformer_block
+from openreg_lab.recording.host import Samples
 
 
 def training_trace(steps: int = 2, autocast: bool = True, profile: str | None = None) -> openreg_lab.Trace:
@@ -34,7 +38,7 @@ def training_trace(steps: int = 2, autocast: bool = True, profile: str | None = 
 def tile(events: pd.DataFrame, copies: int) -> pd.DataFrame:
     """``events`` repeated ``copies`` times one after another, as one consistent events table."""
     n = len(events)
-    span = int((events["start_ns"] + events["dur_ns"].clip(lower=0)).max()) + 1
+    span = tile_span(events)
     parts = []
     for k in range(copies):
         part = events.copy()
@@ -62,3 +66,24 @@ def mlp_step_trace(steps: int = 2) -> openreg_lab.Trace:
             opt.step()
             opt.zero_grad()
     return t
+
+
+def tile_samples(samples: Samples, copies: int, span_ns: int) -> Samples:
+    """``samples`` repeated ``copies`` times, each copy ``span_ns`` after the last (as ``tile`` shifts
+    the events: pass it the same span), the threads' CPU and run-queue clocks kept increasing."""
+    n = len(samples)
+    k = np.repeat(np.arange(copies, dtype=np.int64), n)
+    clock = max(int(np.ptp(samples.cpu)), int(np.ptp(samples.queue))) + 1 if n else 0
+    return replace(
+        samples,
+        time=np.tile(samples.time, copies) + k * span_ns,
+        thread=np.tile(samples.thread, copies),
+        node=np.tile(samples.node, copies),
+        cpu=np.tile(samples.cpu, copies) + k * clock,
+        queue=np.tile(samples.queue, copies) + k * clock,
+    )
+
+
+def tile_span(events: pd.DataFrame) -> int:
+    """The time ``tile`` shifts each copy of ``events`` by (ns)."""
+    return int((events["start_ns"] + events["dur_ns"].clip(lower=0)).max()) + 1

@@ -148,3 +148,25 @@ def test_the_live_timeline_answers_a_zoom_with_a_new_payload(trace):
     assert tl.data["t1"] == pytest.approx(tl.span_ns / 300)
     tl.width = 400
     assert tl.data["t0"] == 0.0
+
+
+def test_a_coarser_level_keeps_each_buckets_longest_item_the_last_of_ties():
+    # _coarsen finds each group's longest item without sorting; a sort by (group, dur) taking each
+    # group's last is the plain rule it must equal, ties (many equal durations) included.
+    from openreg_lab.views.lod import _coarsen, _level
+
+    rng = np.random.default_rng(1)
+    n, nrows = 5000, 7
+    row = np.sort(rng.integers(0, nrows, n))
+    start = np.concatenate([np.sort(rng.integers(0, 10**6, int((row == r).sum()))) for r in range(nrows)])
+    dur = rng.integers(0, 4, n) * 1000  # few distinct durations: ties in most buckets
+    prev = _level(0.0, start, dur, row, np.arange(n), rng.integers(1, 3, n), nrows)
+    got = _coarsen(prev, 20_000.0, nrows)
+    b = start // 20_000
+    change = np.r_[True, (b[1:] != b[:-1]) | (row[1:] != row[:-1])]
+    group = np.cumsum(change) - 1
+    order = np.lexsort((dur, group))
+    pick = order[np.flatnonzero(np.r_[group[order][1:] != group[order][:-1], True])]
+    assert np.array_equal(got.event, pick) and np.array_equal(got.dur, dur[pick])
+    assert np.array_equal(got.count, np.add.reduceat(prev.count, np.flatnonzero(change)))
+    assert int(got.count.sum()) == int(prev.count.sum())

@@ -1,0 +1,118 @@
+"""The wall-time accounting's fast path (Note [Accounting a window of a big trace]) gives exactly what
+the plain painting of every event gives (tests/support/accounting_reference.py), and the kinds read
+once (Note [Kinds read once]) are the kinds of the table. Speed is benchmarks/bench_views.py's."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from openreg_lab.recording import accounting, analysis, breakdown, flow, host, host_fold, steps
+from openreg_lab.recording.kinds import Kinds
+from openreg_lab.recording.verdict import verdict
+from tests.support.accounting_reference import account_reference
+from tests.support.views_data import tile, tile_span, training_trace
+
+
+@pytest.fixture(scope="module")
+def big():
+    """Three copies of a traced training step, sampled evenly on its own stacks (``even_samples``),
+    plus the kinds a training step of the example lacks: a compilation, a collective and its wait,
+    an op still running."""
+    t = training_trace()
+    base, samples = t.events, t.host_samples
+    assert samples is not None and len(samples) > 2
+    span = tile_span(base)
+    ev = tile(base, 3)
+    extra = ev.iloc[[0, 1, 2, 3]].copy()
+    extra["id"] = np.arange(len(ev), len(ev) + 4)
+    extra["parent"] = -1
+    extra["kind"] = ["compile", "collective", "collective", "op"]
+    extra["name"] = ["compile forward", "wait all_reduce", "all_reduce", "aten::still_running"]
+    extra["start_ns"] = [span // 3, span + span // 4, span + span // 2, 2 * span + span // 2]
+    extra["dur_ns"] = [span // 5, span // 3, span // 4, -1]
+    ev = pd.concat([ev, extra], ignore_index=True).sort_values("start_ns", kind="stable", ignore_index=True)
+    threads = t._thread_index()
+    return ev, even_samples(samples, ev, threads, t._t0, 3 * span), t._t0, threads, span
+
+
+def even_samples(
+    s: host.Samples, ev: pd.DataFrame, threads: dict[int, int], t0: int, span: int
+) -> host.Samples:
+    """The step thread's samples every 0.4 ms over ``span`` on the trace's own stack nodes, a third
+    of them waiting (off the CPU) and the rest running: every part of the painting is reached
+    whatever the machine's load did to the real samples' rate."""
+    os_of = {i: os_id for os_id, i in threads.items()}
+    tid = os_of[int(ev.loc[ev["kind"] == "step", "thread"].iloc[-1])]
+    times = np.arange(0, span, 400_000, dtype=np.int64)
+    k = np.arange(len(times))
+    ran = np.where(k % 3 == 0, 0, 400_000)  # ns on a CPU in the interval before each sample
+    nodes = np.unique(s.node[s.node >= 0])
+    return replace(
+        s,
+        time=times + t0,
+        thread=np.full(len(times), tid, dtype=np.int64),
+        node=nodes[k % len(nodes)],
+        cpu=np.cumsum(ran),
+        queue=np.zeros(len(times), dtype=np.int64),
+    )
+
+
+def windows(ev: pd.DataFrame, span: int) -> list[tuple[int, int]]:
+    table = steps.table(ev)
+    out = [(int(a), int(a + d)) for a, d in zip(table["start_ns"], table["dur_ns"], strict=True)]
+    out.append((0, 3 * span))
+    rng = np.random.default_rng(0)
+    for _ in range(12):  # windows that cut events, samples and the extra kinds anywhere
+        a, b = sorted(int(x) for x in rng.integers(0, 3 * span, size=2))
+        out.append((a, b + 1))
+    return out
+
+
+def test_the_fast_path_equals_the_plain_painting(big):
+    ev, samples, t0, threads, span = big
+    kinds = Kinds(ev["kind"])
+    parts_seen = set()
+    for a, b in windows(ev, span):
+        for s in (samples, None):
+            want = account_reference(ev, s, t0, threads, a, b, "w", s is not None)
+            got = accounting.account(ev, s, t0, threads, a, b, "w", s is not None)
+            shared = accounting.account(ev, s, t0, threads, a, b, "w", s is not None, kinds=kinds)
+            assert got == want == shared, (a, b)
+            assert sum(got.parts.values()) == b - a
+            parts_seen |= {p for p, ns in got.parts.items() if ns}
+    # The windows reach every part, so each layer of the painting was compared.
+    assert parts_seen == set(accounting.PARTS)
+
+
+def test_the_verdict_accounts_its_steps_as_the_plain_painting(big):
+    ev, samples, t0, threads, _ = big
+    v = verdict(ev, samples=samples, t0=t0, host_sampling=True, thread_index=threads)
+    table = steps.table(ev)
+    first = table.iloc[0]
+    a = int(first["start_ns"])
+    b = a + int(first["dur_ns"])
+    want = account_reference(ev, samples, t0, threads, a, b, "step 0", True)
+    # The same painting; host Python named in the user's terms (Note [Folding host frames]).
+    assert (v.time[0].parts, v.time[0].ops) == (want.parts, want.ops)
+    folded = host_fold.fold(samples)
+    assert v.time[0] == accounting.account(ev, samples, t0, threads, a, b, "step 0", True, folded=folded)
+    assert v.time[0].python and v.time[0].waiting  # the samples named host Python and a wait
+
+
+def test_kinds_are_the_tables_kinds(big):
+    ev = big[0]
+    kinds = Kinds(ev["kind"])
+    for k in [*ev["kind"].unique(), "no such kind"]:
+        assert (kinds.mask(k) == (ev["kind"] == k).to_numpy()).all()
+    assert (kinds.mask("op", "copy") == ev["kind"].isin(["op", "copy"]).to_numpy()).all()
+    assert kinds.any("compile") and not kinds.any("no such kind")
+    assert (steps.table(ev, kinds=kinds) == steps.table(ev)).all().all()
+    pd.testing.assert_frame_equal(analysis.fallbacks(ev, kinds=kinds), analysis.fallbacks(ev))
+    pd.testing.assert_frame_equal(analysis.summary(ev, kinds=kinds), analysis.summary(ev))
+    pd.testing.assert_frame_equal(flow.dispatch_flows(ev, kinds=kinds), flow.dispatch_flows(ev))
+    with pytest.raises(ValueError, match=r"table of 3 events, not of this one .*Kinds\(events\['kind'\]\)"):
+        breakdown.fallback_costs(ev, kinds=Kinds(ev["kind"].iloc[:3]))
