@@ -10,9 +10,9 @@
 
 One module per view (``dashboard``, ``comparison``, ``coverage_view``, ``dispatch_explorer``), the
 pieces they share (``timeline`` with its level of detail ``lod``, ``table``, ``charts``,
-``details``, the memory view ``memory_view``), the static HTML (``static``) and the report (``report``). Views take tables; the
-colours come from ``openreg_lab.theme``. Importing this package is cheap: ipywidgets and plotly
-load when a view is first built.
+``details``, the memory view ``memory_view``), the static HTML (``static``) and the report
+(``report``). Views take tables; the colours come from ``openreg_lab.theme``. Importing this
+package is cheap: ipywidgets and plotly load when a view is first built.
 """
 
 from __future__ import annotations
