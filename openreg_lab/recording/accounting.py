@@ -19,7 +19,7 @@ Note [Accounting a window of a big trace]
 The painting is done on the events the window sees only (those that start before its end and end
 after its start): an event outside it would be clipped to the window's start or end, edges the
 window has already, and cover no segment, so leaving it out changes nothing, and a step of a
-2M-event trace paints its few thousand events instead of every one (issue 38: painting the whole
+2M-event trace paints its few thousand events instead of every one (painting the whole
 trace for each window, with a string compare of every row per kind, took 2.6 s of the verdict's
 3.8 s). Outside the window only the start and end columns are read, as numbers; the kinds are
 read once per table (Note [Kinds read once]) and the samples' intervals once per verdict.

@@ -3,7 +3,7 @@
 Note [Kinds read once]
 ``events["kind"] == "copy"`` compares every row's string: on a trace of 2M events one such mask
 cost 60 ms on the object array and 230 ms through pandas' string column, and the verdict asked for
-about twenty (issue 38: 3.8 s of verdict on a 1M-op trace). ``Kinds`` hashes the column once into
+about twenty (3.8 s of verdict on a 1M-op trace, before). ``Kinds`` hashes the column once into
 codes (``pd.factorize``: one pass, about 150 ms on 2M rows), after which each mask is a compare of
 integers (1-2 ms). Build one per events table and hand it to whatever reads that table's kinds
 (``verdict`` passes its own to ``steps.table``, ``analysis.fallbacks`` and ``accounting.account``);

@@ -1,4 +1,4 @@
-"""The wall-time accounting as it was before its fast path (issue 38): the plain version, which
+"""The wall-time accounting as it was before its fast path: the plain version, which
 paints every event of the trace however far from the window. tests/recording/test_trace_accounting.py
 checks that ``recording.accounting.account`` gives exactly what this gives."""
 
@@ -30,7 +30,7 @@ def account_reference(
     label: str,
     sampled: bool,
 ) -> WallTime:
-    """``accounting.account`` before issue 38: every event of the trace painted."""
+    """``accounting.account`` before its fast path: every event of the trace painted."""
     kind = events["kind"].to_numpy()
     name = events["name"].to_numpy()
     s0 = events["start_ns"].to_numpy().astype(np.int64)
