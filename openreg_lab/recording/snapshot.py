@@ -148,7 +148,7 @@ def _lab_files() -> set[str]:
     would not be there, so a snapshot leaves them out."""
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     names = ("device/from_cuda.py", "device/_cuda_entries.py", "device/_cuda_module.py", "cli/run.py",
-             "cli/__init__.py", "__main__.py")  # fmt: skip
+             "cli/_script.py", "cli/__init__.py", "__main__.py")  # fmt: skip
     return {os.path.join(package, *name.split("/")) for name in names}
 
 

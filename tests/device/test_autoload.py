@@ -263,10 +263,10 @@ def test_import_openreg_lab_after_autoload_is_the_same_package_with_its_whole_ap
         assert openreg_lab is first is again
         print("pandas" in sys.modules, callable(openreg_lab.trace), "pandas" in sys.modules)
         from openreg_lab import coverage, step
-        from openreg_lab.recording import session
+        from openreg_lab.recording import viewing
         with openreg_lab.trace() as t:
             torch.ones(3, device="openreg").add_(1)
-        print(session._renderer is not None, int((t.summary()["name"] == "aten::add_.Tensor").sum()))
+        print(viewing._renderer is not None, int((t.summary()["name"] == "aten::add_.Tensor").sum()))
         """
     )
     result = _run(site, code)

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from openreg_lab.recording import accounting, analysis, breakdown, flow, host, host_fold, steps
+from openreg_lab.recording import accounting, analysis, breakdown, flow, host, host_fold, sampler, steps
 from openreg_lab.recording.kinds import Kinds
 from openreg_lab.recording.verdict import verdict
 from tests.support.accounting_reference import account_reference
@@ -22,7 +22,12 @@ def big():
     """Three copies of a traced training step, sampled evenly on its own stacks (``even_samples``),
     plus the kinds a training step of the example lacks: a compilation, a collective and its wait,
     an op still running."""
-    t = training_trace()
+    carried = list(sampler._carried)
+    sampler._carried[:] = [sampler.INTERVAL_NS, 0]  # sample at the fastest rate, whatever ran before
+    try:
+        t = training_trace()
+    finally:
+        sampler._carried[:] = carried
     base, samples = t.events, t.host_samples
     assert samples is not None and len(samples) > 2
     span = tile_span(base)
