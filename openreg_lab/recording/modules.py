@@ -46,6 +46,14 @@ _local = threading.local()  # .stack: [(module, start_ns), ...] of the forwards 
 # user about a trace's internals. While our hooks are registered, that one message is filtered
 # out; the filter goes with the hooks, and a user's own global hooks are warned about as before
 # the trace opened and after it closed.
+# Note [A global hook with keyword arguments leaves a mark]
+# torch's register_module_forward_hook(..., with_kwargs=True) records the hook's id in
+# _global_forward_hooks_with_kwargs, and the handle it returns does not remove it from there (torch
+# 2.13: its extra dict is the always-called one only). The mark left behind makes
+# _has_any_global_hook() true for the rest of the process, and torch.compile(module) then warns at
+# every call that global hooks are registered, long after our trace closed (it failed every
+# compile test that ran after a trace(stack=True) with warnings as errors). detach() removes the
+# mark with the hook.
 _COMPILE_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks on modules"
 _filter: tuple[Any, ...] | None = None
 
@@ -70,6 +78,8 @@ def detach() -> None:
         if _users == 0:
             for handle in _handles:
                 handle.remove()
+                # Note [A global hook with keyword arguments leaves a mark]
+                _module._global_forward_hooks_with_kwargs.pop(handle.id, None)
             _handles.clear()
             if _filter is not None and _filter in warnings.filters:
                 warnings.filters.remove(_filter)

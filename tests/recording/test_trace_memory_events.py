@@ -4,6 +4,8 @@ observer; module spans (Note [Module spans])."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from torch import nn
@@ -147,3 +149,9 @@ def test_no_module_span_is_recorded_outside_a_trace_or_inside_compiled_code():
     # One span for the call of torch.compile's wrapper, named after the model; none inside.
     assert t.events.loc[t.events["kind"] == "module", "name"].tolist() == ["Sequential"]
     assert modules._users == 0 and not modules._handles
+    # Note [A global hook with keyword arguments leaves a mark]: none is left once the trace closed,
+    # so torch.compile(module) does not warn about global hooks afterwards.
+    assert not torch.nn.modules.module._has_any_global_hook()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiled(x)
