@@ -41,6 +41,8 @@ def _train(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, compiled: b
     return losses
 
 
+@pytest.mark.slow  # 66 s in CI, most of it Inductor building the C++ of 20 convolutions' graphs; the
+# cause it guards, the fake convolution's layouts, is checked in the default tier (test_compile_layouts.py)
 def test_a_compiled_resnet_trains_channels_last_on_openreg_as_on_the_cpu(monkeypatch):
     assert inductor_config.layout_optimization  # Inductor's default, kept
     decided: list[bool] = []
