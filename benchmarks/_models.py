@@ -16,6 +16,20 @@ def _lm_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
 
 
+def training_steps(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: Any, steps: int) -> Any:
+    """A call that runs ``steps`` AdamW training steps of ``model`` on ``(x, y)`` (the timed unit of
+    bench_trace.py and bench_memory.py)."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+
+    def run() -> None:
+        for _ in range(steps):
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            opt.step()
+
+    return run
+
+
 def training_cases() -> Iterator[tuple[str, torch.nn.Module, torch.Tensor, torch.Tensor, Any]]:
     """Yield (name, CPU model, input, target, loss function), the same every time (seeded)."""
     g = torch.Generator().manual_seed(0)

@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _models import training_cases
+from _models import training_cases, training_steps
 from _timing import fmt_time, paired_ratios, print_table
 
 import openreg_lab
@@ -28,18 +28,6 @@ import openreg_lab.memory
 from openreg_lab import _C
 
 STEPS = 5  # steps per timed call, as bench_trace.py
-
-
-def _steps(model, x, y, loss_fn):
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
-
-    def run():
-        for _ in range(STEPS):
-            opt.zero_grad()
-            loss_fn(model(x), y).backward()
-            opt.step()
-
-    return run
 
 
 @contextlib.contextmanager
@@ -64,7 +52,7 @@ def steps_table(rounds: int = 41) -> None:
     every variant once, shuffled, CPU time: ``_timing.paired_ratios``)."""
     rows = []
     for name, model, x, y, loss_fn in training_cases():
-        run = _steps(model.openreg(), x.openreg(), y.openreg(), loss_fn)
+        run = training_steps(model.openreg(), x.openreg(), y.openreg(), loss_fn, STEPS)
         with _history(), warnings_off():
             run()
             snap = openreg_lab.memory._snapshot()

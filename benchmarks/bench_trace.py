@@ -28,7 +28,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _models import training_cases
+from _models import training_cases, training_steps
 from _timing import compare, fmt_time, paired_ratios, print_table
 
 import openreg_lab
@@ -41,18 +41,6 @@ STEPS = 5  # steps per timed call, so opening and closing a trace is amortised a
 class EmptyMode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         return func(*args, **(kwargs or {}))
-
-
-def _steps(model, x, y, loss_fn):
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
-
-    def run():
-        for _ in range(STEPS):
-            opt.zero_grad()
-            loss_fn(model(x), y).backward()
-            opt.step()
-
-    return run
 
 
 def _cases():
@@ -96,7 +84,7 @@ def _hooks_only():
 def overhead_table() -> None:
     rows = []
     for name, model, x, y, loss_fn in _cases():
-        run = _steps(model, x, y, loss_fn)
+        run = training_steps(model, x, y, loss_fn, STEPS)
         with openreg_lab.trace(record_shapes=True, stack=True) as t:
             run()
         per_step = len(t) // STEPS
@@ -227,7 +215,7 @@ def host_table() -> None:
     anchors = _anchors()
     rows = []
     for name, model, x, y, loss_fn in _cases():
-        run = _steps(model, x, y, loss_fn)
+        run = training_steps(model, x, y, loss_fn, STEPS)
         variants = [
             run,
             _wrapped(run, lambda: openreg_lab.trace(host=False)),
@@ -268,7 +256,7 @@ def sampler_table(runs: int = 3) -> None:
     medians of the runs, printed last)."""
     rows = []
     for name, model, x, y, loss_fn in _cases():
-        run = _steps(model, x, y, loss_fn)
+        run = training_steps(model, x, y, loss_fn, STEPS)
         variants = [
             run,
             _wrapped(run, _sampler_alone),

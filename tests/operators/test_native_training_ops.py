@@ -19,7 +19,7 @@ from torch.testing import assert_close
 from torch.testing._internal.common_methods_invocations import foreach_reduce_op_db
 
 import openreg_lab
-from tests.support.opinfo_parity import Case, all_cases, check
+from tests.support.opinfo_parity import Case, all_cases, case_id, check
 
 MASK_OPS = {
     f"aten::{name}{overload}"
@@ -100,12 +100,7 @@ def test_every_opinfo_is_found():
     assert {name for name, _, _ in CASES} == set(OPINFOS)
 
 
-def _case_id(key: tuple[str, torch.dtype, bool]) -> str:
-    name, dtype, noncontiguous = key
-    return f"{name}-{str(dtype).removeprefix('torch.')}" + ("-noncontiguous" if noncontiguous else "")
-
-
-@pytest.mark.parametrize("key", list(CASES), ids=_case_id)
+@pytest.mark.parametrize("key", list(CASES), ids=case_id)
 def test_opinfo_parity_natively(key):
     name, dtype, noncontiguous = key
     with openreg_lab.trace() as t:

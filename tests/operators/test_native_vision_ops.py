@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 import openreg_lab
-from tests.support.opinfo_parity import all_cases, check
+from tests.support.opinfo_parity import all_cases, case_id, check
 from tests.support.parity import assert_native_as_cpu
 
 BATCH_NORM = {
@@ -135,12 +135,7 @@ def test_every_opinfo_is_found():
     assert {name for name, _, _ in CASES} == set(OPINFOS)
 
 
-def _case_id(key: tuple[str, torch.dtype, bool]) -> str:
-    name, dtype, noncontiguous = key
-    return f"{name}-{str(dtype).removeprefix('torch.')}" + ("-noncontiguous" if noncontiguous else "")
-
-
-@pytest.mark.parametrize("key", list(CASES), ids=_case_id)
+@pytest.mark.parametrize("key", list(CASES), ids=case_id)
 def test_opinfo_parity_natively(key):
     name, dtype, noncontiguous = key
     with openreg_lab.trace() as t:

@@ -85,6 +85,12 @@ class Case:
         return self.op.name + (f".{self.op.variant_test_name}" if self.op.variant_test_name else "")
 
 
+def case_id(key: tuple[str, torch.dtype, bool]) -> str:
+    """A pytest id for an OpInfo case key (name, dtype, non-contiguous): ``addmm-float32-noncontiguous``."""
+    name, dtype, noncontiguous = key
+    return f"{name}-{str(dtype).removeprefix('torch.')}" + ("-noncontiguous" if noncontiguous else "")
+
+
 def all_cases(dtype: torch.dtype = DTYPE) -> list[Case]:
     """Every OpInfo that supports ``dtype`` (float32 by default) on CPU."""
     return [Case(op) for op in op_db if dtype in op.supported_dtypes("cpu")]
