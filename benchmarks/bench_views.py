@@ -23,10 +23,10 @@ sys.path.insert(0, str(ROOT))  # the traces the views' tests use (tests.support.
 
 from _timing import print_table  # noqa: E402
 
+from openreg_lab.recording.lod import Pyramid  # noqa: E402
 from openreg_lab.recording.verdict import verdict  # noqa: E402
 from openreg_lab.views import static  # noqa: E402
 from openreg_lab.views.dashboard import Dashboard  # noqa: E402
-from openreg_lab.views.lod import Pyramid  # noqa: E402
 from openreg_lab.views.report import report_html  # noqa: E402
 from openreg_lab.views.timeline import payload_size  # noqa: E402
 from tests.support.views_data import tile, tile_samples, tile_span, training_trace  # noqa: E402

@@ -13,8 +13,8 @@ from plotly.subplots import make_subplots
 
 from openreg_lab import theme
 from openreg_lab.recording import analysis, breakdown, flow
+from openreg_lab.recording.lod import Pyramid
 from openreg_lab.views._embed import plotly_text
-from openreg_lab.views.lod import Pyramid
 
 
 def node_color(node: str) -> str:

@@ -18,8 +18,8 @@ import pandas as pd
 import traitlets
 
 from openreg_lab.recording import analysis
+from openreg_lab.recording.lod import Pyramid
 from openreg_lab.views import static
-from openreg_lab.views.lod import Pyramid
 from openreg_lab.views.table import Column, Table
 from openreg_lab.views.timeline import Timeline
 

@@ -21,11 +21,11 @@ from openreg_lab import theme
 from openreg_lab.recording import analysis, breakdown, flow, lookup
 from openreg_lab.recording import host as _host
 from openreg_lab.recording.kinds import Kinds
+from openreg_lab.recording.lod import Pyramid
 from openreg_lab.recording.verdict import Verdict
 from openreg_lab.recording.verdict import verdict as verdict_of
 from openreg_lab.views import charts, memory_view, png, static
 from openreg_lab.views.details import details_html
-from openreg_lab.views.lod import Pyramid
 from openreg_lab.views.table import Column, Table
 from openreg_lab.views.timeline import Timeline
 

@@ -22,11 +22,11 @@ import torch
 
 from openreg_lab import theme
 from openreg_lab.recording import _atomic, analysis, steps
+from openreg_lab.recording.lod import Pyramid
 from openreg_lab.recording.memory_ranks import peaks_by_rank
 from openreg_lab.recording.ranks import offsets
 from openreg_lab.views import memory_view, static
 from openreg_lab.views._embed import plain_text
-from openreg_lab.views.lod import Pyramid
 from openreg_lab.views.op_explorer import explorer_data
 from openreg_lab.views.report import _mount_script, _timeline_levels
 from openreg_lab.views.timeline import COLOR_NAMES, PALETTE, marks_of, rows_of

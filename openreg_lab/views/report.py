@@ -23,12 +23,12 @@ import torch
 from openreg_lab import theme
 from openreg_lab.recording import _atomic, analysis, breakdown, flow
 from openreg_lab.recording import host as _host
+from openreg_lab.recording.lod import Pyramid
 from openreg_lab.recording.memory import Memory
 from openreg_lab.recording.verdict import Verdict
 from openreg_lab.recording.verdict import verdict as verdict_of
 from openreg_lab.views import charts, memory_view, static
 from openreg_lab.views._embed import plain_text, script_json
-from openreg_lab.views.lod import Pyramid
 from openreg_lab.views.op_explorer import JS as EXPLORER_JS
 from openreg_lab.views.op_explorer import explorer_data
 from openreg_lab.views.timeline import COLOR_NAMES, PALETTE, marks_of, payload, rows_of, steps_of

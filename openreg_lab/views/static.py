@@ -15,9 +15,9 @@ import pandas as pd
 
 from openreg_lab import theme
 from openreg_lab.recording import analysis, breakdown, flow
+from openreg_lab.recording.lod import PALETTE, Pyramid
 from openreg_lab.recording.verdict import Verdict
 from openreg_lab.recording.verdict import verdict as verdict_of
-from openreg_lab.views.lod import PALETTE, Pyramid
 
 #: Rows of a static table at most; the rest are counted.
 MAX_ROWS = 30

@@ -18,7 +18,7 @@ import traitlets
 
 from openreg_lab import theme
 from openreg_lab.recording import lookup, steps
-from openreg_lab.views.lod import COLOR_KEYS, PALETTE, Pyramid, Query
+from openreg_lab.recording.lod import COLOR_KEYS, PALETTE, Pyramid, Query
 
 _ESM = Path(__file__).with_name("timeline.js")
 #: Names shown in the legend, one per palette colour.

@@ -21,10 +21,10 @@ import openreg_lab
 import openreg_lab.memory
 from openreg_lab import theme
 from openreg_lab.recording import lookup
+from openreg_lab.recording.lod import COLOR_KEYS, PALETTE, Pyramid
 from openreg_lab.views.comparison import compare_table
 from openreg_lab.views.coverage_view import CoverageView
 from openreg_lab.views.details import details_html
-from openreg_lab.views.lod import COLOR_KEYS, PALETTE, Pyramid
 
 
 def _f(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

@@ -20,8 +20,8 @@ import torch
 import openreg_lab
 from openreg_lab import _C
 from openreg_lab.recording import accounting, host, sampler, steps
+from openreg_lab.recording.lod import COLOR_KEYS, Pyramid
 from openreg_lab.views import static
-from openreg_lab.views.lod import COLOR_KEYS, Pyramid
 
 
 def busy(seconds: float) -> int:

@@ -1,4 +1,4 @@
-"""The timeline's level of detail (views/lod.py) and payloads (views/timeline.py): exact against the
+"""The timeline's level of detail (recording/lod.py) and payloads (views/timeline.py): exact against the
 trace, bounded in size, and never losing an event from its totals."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from openreg_lab import theme
-from openreg_lab.views.lod import COLOR_KEYS, RAW_LIMIT, Pyramid
+from openreg_lab.recording.lod import COLOR_KEYS, RAW_LIMIT, Pyramid
 from openreg_lab.views.timeline import Timeline, payload, payload_size
 from tests.support.views_data import tile, training_trace
 
@@ -153,7 +153,7 @@ def test_the_live_timeline_answers_a_zoom_with_a_new_payload(trace):
 def test_a_coarser_level_keeps_each_buckets_longest_item_the_last_of_ties():
     # _coarsen finds each group's longest item without sorting; a sort by (group, dur) taking each
     # group's last is the plain rule it must equal, ties (many equal durations) included.
-    from openreg_lab.views.lod import _coarsen, _level
+    from openreg_lab.recording.lod import _coarsen, _level
 
     rng = np.random.default_rng(1)
     n, nrows = 5000, 7
