@@ -338,7 +338,10 @@ class Memory:
                 at = np.sort(order[first])
             at = np.r_[-1, at]
             cats = self._by_category(d, at)
-            present = np.flatnonzero((cats != 0).any(axis=0))
+            # The categories the device ever held, whichever moments are kept: every moment of a
+            # coarse timeline has the same rows as the full one's (a category live only between
+            # two kept moments is a row of 0 bytes, not a missing row).
+            present = np.unique(self._a.category[self._a.device == d]).astype(np.int64)
             if not len(present):
                 present = np.asarray([0])
             t_ns = np.where(at >= 0, times[mine[np.maximum(at, 0)]] if len(mine) else 0, 0)

@@ -132,6 +132,14 @@ def test_what_is_live_at_any_moment_is_the_allocators_count(no_gc):
     coarse = m.timeline(buckets=8).query("device == 'openreg:0'")
     coarse_sums = coarse["bytes"].to_numpy().reshape(-1, k).sum(axis=1)
     assert len(coarse_sums) <= 9 and int(coarse_sums.max()) == overall and coarse_sums[0] == start
+    # However few moments are kept, each has a row per category the device ever held (a category
+    # live only between kept moments was once a missing row, and this reshape failed).
+    for buckets in (1, 2, 3):
+        few = m.timeline(buckets=buckets).query("device == 'openreg:0'")
+        held = tl["category"].astype(str).unique().tolist()
+        assert few["category"].astype(str).unique().tolist() == held
+        assert len(few) % k == 0 and len(few) // k <= buckets + 1
+        assert int(few["bytes"].to_numpy().reshape(-1, k).sum(axis=1).max()) == overall
     with pytest.raises(ValueError, match="takes a positive number of moments"):
         m.timeline(buckets=0)
     with pytest.raises(ValueError, match="no memory event on openreg:1"):
