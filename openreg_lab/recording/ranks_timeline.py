@@ -1,11 +1,12 @@
-"""What the merged timeline of a job's ranks shows, as tables (``views.ranks`` draws them): each
-rank's top-level ops and backward nodes on the merged clock (``activity``) and the training steps
-across ranks (``job_steps``).
+"""What the merged view of a job's ranks shows beside its collectives, as tables (``views.ranks``
+draws them): each rank's top-level ops and backward nodes on the merged clock (``activity``), the
+training steps across ranks (``job_steps``) and each rank's own verdict numbers (``rank_verdicts``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -57,3 +58,25 @@ def job_steps(traces: Sequence[_RankTrace]) -> pd.DataFrame:
         {"start_ns": g["start_ns"].min(), "end_ns": g["end_ns"].max(), "complete": g["complete"].all()}
     )
     return out.reset_index()[JOB_STEP_COLUMNS]
+
+
+def rank_verdicts(traces: Sequence[Any], ranks: Sequence[int], per_rank: pd.DataFrame) -> pd.DataFrame:
+    """Per rank, its own verdict's numbers (``Trace.verdict()``, the single-rank verdict: ``span_ns``,
+    complete ``steps``, the ``median_step_ns`` after the first, the ``fallback_share``, the
+    ``headline``) beside its waits and overlap (``per_rank``, ``JobVerdict.per_rank``)."""
+    rows = []
+    for r, t in zip(ranks, traces, strict=True):
+        v = t.verdict()
+        table = t.steps()
+        done = table[table["complete"]] if len(table) else table
+        rows.append(
+            {
+                "rank": r,
+                "span_ns": v.span_ns,
+                "steps": len(done),
+                "median_step_ns": float(done["dur_ns"].iloc[1:].median()) if len(done) > 1 else None,
+                "fallback_share": v.shares[0].share if v.shares else None,
+                "headline": v.headline(),
+            }
+        )
+    return pd.DataFrame(rows).merge(per_rank, on="rank", how="left")

@@ -24,7 +24,7 @@ from openreg_lab import theme
 from openreg_lab.recording import analysis, atomic
 from openreg_lab.recording.lod import Pyramid
 from openreg_lab.recording.memory_ranks import peaks_by_rank
-from openreg_lab.recording.ranks_timeline import job_steps
+from openreg_lab.recording.ranks_timeline import job_steps, rank_verdicts
 from openreg_lab.views import memory_view, static
 from openreg_lab.views._embed import plain_text
 from openreg_lab.views.op_explorer import explorer_data
@@ -65,24 +65,8 @@ RANK_COLUMNS = [
 
 
 def rank_rows(view: Any) -> pd.DataFrame:
-    """The per-rank verdict table: each rank's own verdict numbers (``Trace.verdict()``, the
-    single-rank verdict) beside its waits and overlap (``recording.ranks``)."""
-    rows = []
-    for r, t in zip(view.ranks, view.traces, strict=True):
-        v = t.verdict()
-        steps = t.steps()
-        done = steps[steps["complete"]] if len(steps) else steps
-        rows.append(
-            {
-                "rank": r,
-                "span_ns": v.span_ns,
-                "steps": len(done),
-                "median_step_ns": float(done["dur_ns"].iloc[1:].median()) if len(done) > 1 else None,
-                "fallback_share": v.shares[0].share if v.shares else None,
-                "headline": v.headline(),
-            }
-        )
-    return pd.DataFrame(rows).merge(view.verdict.per_rank, on="rank", how="left")
+    """The per-rank verdict table (``ranks_timeline.rank_verdicts`` of the view's ranks)."""
+    return rank_verdicts(view.traces, view.ranks, view.verdict.per_rank)
 
 
 def verdict_html(view: Any) -> str:
