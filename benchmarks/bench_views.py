@@ -6,20 +6,32 @@ ops, copies, casts and allocations is a real one; the verdict reads the step's h
 alike (its wall-time accounting, Note [Accounting a window of a big trace]). Build times are medians of
 a few runs (the first plotly FigureWidget import is paid once before timing); sizes are bytes.
 
-.venv/bin/python benchmarks/bench_views.py [--sizes 10000,100000,1000000]
+Then the dashboard of a trace of ``--dashboard-ops`` ops (1M: 1.68M events), built ``--runs`` times:
+the median CPU and wall seconds. ``--against DIR`` measures another checkout (its extension built)
+side by side: ``--rounds`` rounds, each a fresh process of this tree then one of DIR, and the ratio
+of their median CPU seconds (CPU time, as the machine may be busy with other work).
+
+.venv/bin/python benchmarks/bench_views.py [--sizes 10000,100000,1000000] [--dashboard-ops 1000000]
+    [--runs 3] [--against ../other-checkout --rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the traces the views' tests use (tests.support.views_data)
+# The tree measured (--against runs this file with another checkout's): its package and the traces
+# its views' tests use (tests.support.views_data).
+TREE = Path(os.environ.get("OPENREG_BENCH_TREE", ROOT))
+sys.path.insert(0, str(TREE))
 
 from _timing import print_table  # noqa: E402
 
@@ -41,11 +53,93 @@ def _median_time(fn, runs: int) -> float:
     return statistics.median(times)
 
 
+def dashboard_builds(ops: int, runs: int) -> dict[str, Any]:
+    """Build the dashboard of a trace of about ``ops`` ops ``runs`` times: events, ops, and the CPU
+    and wall seconds of each build."""
+    base = training_trace().events
+    events = tile(base, max(1, round(ops / int((base["kind"] == "op").sum()))))
+    Dashboard(base)  # pays the one-time imports
+    cpu, wall = [], []
+    for _ in range(runs):
+        c, w = time.process_time(), time.perf_counter()
+        Dashboard(events)
+        cpu.append(time.process_time() - c)
+        wall.append(time.perf_counter() - w)
+    return {"events": len(events), "ops": int((events["kind"] == "op").sum()), "cpu": cpu, "wall": wall}
+
+
+def _in_fresh_process(tree: Path, ops: int, runs: int) -> dict[str, Any]:
+    env = {**os.environ, "OPENREG_BENCH_TREE": str(tree), "PYTHONPATH": str(tree)}
+    args = [
+        sys.executable,
+        __file__,
+        "--sizes",
+        "",
+        "--dashboard-ops",
+        str(ops),
+        "--runs",
+        str(runs),
+        "--json",
+    ]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=3600, check=False)
+    if done.returncode:
+        raise SystemExit(f"the build in {tree} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def dashboard_row(ops: int, runs: int, against: str | None, rounds: int) -> None:
+    """Print the dashboard build of a ``ops``-op trace (this tree, and ``against`` side by side)."""
+    if against is None:
+        got = dashboard_builds(ops, runs)
+        cpu, wall = statistics.median(got["cpu"]), statistics.median(got["wall"])
+        header = ["events", "ops", "dashboard build (CPU)", "(wall)", "load average"]
+        row = [f"{got['events']:,}", f"{got['ops']:,}", f"{cpu:.2f} s", f"{wall:.2f} s", _load()]
+        print_table(header, [row])
+        return
+    sides: dict[str, list[float]] = {"this tree": [], "against": []}
+    for _ in range(rounds):
+        for side, tree in (("this tree", TREE), ("against", Path(against).resolve())):
+            got = _in_fresh_process(tree, ops, runs)
+            sides[side].append(statistics.median(got["cpu"]))
+    mine, theirs = (statistics.median(v) for v in sides.values())
+    header = ["events", "ops", "this tree (CPU)", f"{against} (CPU)", "ratio", "load average"]
+    row = [
+        f"{got['events']:,}",
+        f"{got['ops']:,}",
+        f"{mine:.2f} s",
+        f"{theirs:.2f} s",
+        f"{mine / theirs:.2f}x",
+        _load(),
+    ]
+    print_table(header, [row])
+
+
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def main() -> None:
-    """Print one row per trace size."""
+    """Print one row per trace size, then the dashboard of a big trace."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="10000,100000,1000000")
-    sizes = [int(s) for s in parser.parse_args().sizes.split(",")]
+    parser.add_argument("--dashboard-ops", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--against", default=None)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="print the builds as JSON (--against uses it)")
+    args = parser.parse_args()
+    if args.json:
+        print(json.dumps(dashboard_builds(args.dashboard_ops, args.runs)))
+        return
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    if sizes:
+        sizes_table(sizes)
+    if args.dashboard_ops:
+        dashboard_row(args.dashboard_ops, args.runs, args.against, args.rounds)
+
+
+def sizes_table(sizes: list[int]) -> None:
+    """Print one row per trace size."""
     traced = training_trace()
     base, samples = traced.events, traced.host_samples
     assert samples is not None

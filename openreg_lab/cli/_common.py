@@ -8,8 +8,8 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn, TextIO
 
-from openreg_lab.recording import _atomic
-from openreg_lab.recording._text import visible
+from openreg_lab.recording import atomic
+from openreg_lab.recording.text import visible
 
 #: Exit status for bad arguments (as argparse uses).
 USAGE = 2
@@ -74,7 +74,7 @@ def check_output(path: str | None, option: str) -> None:
         return
     if path == "":
         raise UsageError(f"{option}: empty path")
-    refused = _atomic.refusal(path)  # Note [Where an output may go]
+    refused = atomic.refusal(path)  # Note [Where an output may go]
     if refused is not None:
         raise UsageError(f"{option} {path}: {refused}; give a file's path")
     directory = os.path.dirname(os.path.abspath(path))

@@ -73,7 +73,7 @@ def job_outputs(
     """This rank's files under a launcher with ``--html`` (Note [One report for a job]); rank 0
     also gathers the others' and writes the merged report. True if every file was written."""
     from openreg_lab.cli import _outputs
-    from openreg_lab.recording import _atomic
+    from openreg_lab.recording import atomic
 
     stem, _ = os.path.splitext(html)
     mine = per_rank(trace_path or f"{stem}.trace", rank)
@@ -83,7 +83,7 @@ def job_outputs(
     run_id = trace.job.run_id if trace.job is not None else None
     status = {"run_id": run_id, "rank": rank, "code": code, "trace": os.path.abspath(mine) if ok else None}
     try:
-        with _atomic.replacing(status_path(html, rank), "w", encoding="utf-8") as f:
+        with atomic.replacing(status_path(html, rank), "w", encoding="utf-8") as f:
             json.dump(status, f)
     except OSError as e:
         say(f"openreg-lab: could not write {status_path(html, rank)}: {e}")

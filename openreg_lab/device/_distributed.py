@@ -111,7 +111,7 @@ def _create_group(options: Any, backend_options: Any = None) -> Any:
     group._register_backend(torch.device(DEVICE), ProcessGroup.BackendType.CUSTOM, ours)
     group._register_backend(torch.device("cpu"), ProcessGroup.BackendType.CUSTOM, ours)
     if str(options.group_id) == "0":  # the world group: every rank of the job
-        _remember_job(options.store, rank, size)
+        remember_job(options.store, rank, size)
     return group
 
 
@@ -138,7 +138,7 @@ def _incarnation_store(store: Any, size: int) -> Any:
     return PrefixStore(f"openreg/{incarnation}/", store)
 
 
-def _remember_job(store: Any, rank: int, size: int) -> None:
+def remember_job(store: Any, rank: int, size: int) -> None:
     """Agree on one run id with the job's other ranks through its store: the first rank to ask
     sets it (``compare_set`` from empty), every other one reads that (Note [A run id for every trace])."""
     try:

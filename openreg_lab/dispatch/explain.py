@@ -18,19 +18,10 @@ from torch.utils._pytree import tree_flatten
 from openreg_lab.dispatch import profiles as _profiles
 from openreg_lab.dispatch.coverage import _classify as _apply_profile
 from openreg_lab.dispatch.coverage import _static
+from openreg_lab.dispatch.keys import dispatch_table
 from openreg_lab.dispatch.native import native_ops, via_cpu_ops
 
 DispatchKey = torch._C.DispatchKey
-
-# The tags the dispatcher prints after each entry of an operator's computed table, and what
-# they mean here.
-_TAGS = {
-    "kernel": "kernel",
-    "autograd kernel": "kernel",
-    "default backend kernel": "composite_explicit",
-    "math kernel": "composite_implicit",
-    "backend fallback": "boxed fallback",
-}
 
 
 @dataclass(frozen=True)
@@ -188,21 +179,6 @@ def _name(k: torch._C.DispatchKey) -> str:
     return torch._C._dispatch_key_name(k)  # k.name is "???" for a few keys
 
 
-def _table(name: str) -> dict[str, tuple[str, str]]:
-    """``{runtime key: (registered, source)}`` from the dispatcher's computed table for ``name``."""
-    out = {}
-    for line in torch._C._dispatch_dump_table(name).splitlines():
-        key, sep, text = line.partition(": ")
-        if not sep:
-            continue
-        text = text.strip()
-        tag = text.rsplit("[", 1)[-1].rstrip("]") if text.endswith("]") else ""
-        registered = "fallthrough" if text.startswith("fallthrough") else _TAGS.get(tag, tag or "kernel")
-        source = text.removeprefix("fallthrough ").removeprefix("registered at ")
-        out[key.strip()] = (registered, source)
-    return out
-
-
 def _is_backend(k: torch._C.DispatchKey) -> bool:
     return torch._C._dispatch_is_included_in_alias(k, DispatchKey.CompositeExplicitAutograd)
 
@@ -233,7 +209,7 @@ def _walk(
     kwargs: dict[str, Any],
     openreg_kernel: str,
 ) -> list[Step]:
-    table = _table(name)
+    table = dispatch_table(name)
     steps = []
     while True:
         k = ks.highestPriorityTypeId()
@@ -390,7 +366,7 @@ def _explain_callable(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         )
     first = top.iloc[0]
     op_name = str(first["name"])
-    table = _table(op_name)
+    table = dispatch_table(op_name)
     path = [k for k in (first["dispatch"] or "").split(" > ") if k]
     steps = []
     ops = _profiles.active_profile_ops()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from openreg_lab.recording.kinds import Kinds
+from openreg_lab.recording.kinds import Kinds, unique_keys
 
 KERNEL_KINDS = ("native", "fallback", "composite", "generic")
 
@@ -82,12 +82,13 @@ def summary(events: pd.DataFrame, *, kinds: Kinds | None = None) -> pd.DataFrame
     owner = nearest[is_copy]
     copied = np.zeros(len(events), dtype=np.int64)
     np.add.at(copied, owner[owner >= 0], events["bytes"].to_numpy()[is_copy][owner >= 0])
-    # Group with integer codes (factorize once per column): pandas' string groupby is the slow part.
-    name_code, names = pd.factorize(events["name"].to_numpy()[is_op])
-    dev_code, devs = pd.factorize(events["device"].to_numpy()[is_op], use_na_sentinel=False)
-    kern_code, kerns = pd.factorize(events["kernel"].to_numpy()[is_op], use_na_sentinel=False)
-    path_code, paths = pd.factorize(events["dispatch"].to_numpy()[is_op], use_na_sentinel=False)
-    group = np.unique(name_code * len(devs) + dev_code, return_inverse=True)[1]
+    # Group with integer codes, each column hashed once for every table (Note [Kinds read once]):
+    # pandas' string groupby is the slow part.
+    name_code, names = kinds.strings(events, "name", is_op)
+    dev_code, devs = kinds.strings(events, "device", is_op)
+    kern_code, kerns = kinds.strings(events, "kernel", is_op)
+    path_code, paths = kinds.strings(events, "dispatch", is_op)
+    group = unique_keys(name_code * len(devs) + dev_code)[1]
     ngroups = int(group.max()) + 1
     dur = np.maximum(events["dur_ns"].to_numpy()[is_op].astype(np.int64), 0)
     out = pd.DataFrame(
@@ -121,7 +122,7 @@ def _sum_by(group: np.ndarray, values: np.ndarray, ngroups: int) -> np.ndarray:
 
 def _mode(group: np.ndarray, code: np.ndarray, ngroups: int) -> np.ndarray:
     """Per group, the most frequent ``code``."""
-    pair, counts = np.unique(group.astype(np.int64) * (int(code.max()) + 1) + code, return_counts=True)
+    pair, _, counts = unique_keys(group.astype(np.int64) * (int(code.max()) + 1) + code, counts=True)
     g, c = pair // (int(code.max()) + 1), pair % (int(code.max()) + 1)
     order = np.lexsort((-counts, g))
     first = order[np.r_[True, g[order][1:] != g[order][:-1]]]

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from openreg_lab import theme
-from openreg_lab.recording import _atomic
+from openreg_lab.recording import atomic
 
 # Tracks of the Chrome trace: ops on their thread's track, copies, casts and memory on their own,
 # the sampled Python of each thread (host slices) on a lane of its own.
@@ -86,7 +86,7 @@ def write(
         )  # fmt: skip
     if host is not None and len(host):
         out += _host_events(host, threads, pid)
-    with _atomic.replacing(path, "w", encoding="utf-8") as f:
+    with atomic.replacing(path, "w", encoding="utf-8") as f:
         # Strict JSON (no NaN / Infinity): Perfetto and chrome://tracing reject anything else.
         other: dict[str, Any] = {"openreg dropped events": int(dropped)}
         if dropped:

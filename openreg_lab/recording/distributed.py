@@ -60,7 +60,7 @@ def current_job() -> Job:
     live = dist.is_available() and dist.is_initialized()
     if live and not job:  # a world group of another backend (gloo): agree through its store
         try:
-            _distributed._remember_job(
+            _distributed.remember_job(
                 dist.distributed_c10d._get_default_store(), dist.get_rank(), dist.get_world_size()
             )
         except (RuntimeError, ValueError):
@@ -270,6 +270,40 @@ def merge_ranks(traces: Sequence[_RankTrace]) -> pd.DataFrame:
     frame["gbytes_per_s"] = frame["bytes"] / dur
     frame = frame.sort_values(["start_ns", "global_rank"], kind="stable").reset_index(drop=True)
     return frame
+
+
+#: The columns of ``job_collectives`` (``RanksView.collectives()``).
+JOB_COLLECTIVE_COLUMNS = [
+    "key", "name", "group", "issued_by", "issued_in", "bytes", "ranks", "start_ns", "dur_ns", "last_rank",
+    "late_ns", "gbytes_per_s",
+]  # fmt: skip
+
+
+def job_collectives(merged: pd.DataFrame) -> pd.DataFrame:
+    """One row per collective across ranks of a ``merge_ranks`` table (a send and its recv are one,
+    ``send/recv``): name, group, bytes, ranks, start, the slowest rank's duration, the last rank to
+    arrive and how late (``late_ns``), the bandwidth; in order of start (``JOB_COLLECTIVE_COLUMNS``)."""
+    t = merged
+    if t.empty:
+        return pd.DataFrame(columns=JOB_COLLECTIVE_COLUMNS)
+    g = t.groupby("key", sort=False)
+    out = pd.DataFrame(
+        {
+            "name": g["name"].agg(lambda names: "/".join(sorted(set(names), reverse=True))),
+            "group": g["group"].first(),
+            "issued_by": g["issued_by"].first(),
+            "issued_in": g["issued_in"].first(),
+            "bytes": g["bytes"].max(),
+            "ranks": g["global_rank"].nunique(),
+            "start_ns": g["start_ns"].min(),
+            "dur_ns": g["dur_ns"].max(),
+            "late_ns": g["late_ns"].max(),
+        }
+    ).reset_index()
+    last = t.loc[t["last"], ["key", "global_rank"]].rename(columns={"global_rank": "last_rank"})
+    out = out.merge(last.drop_duplicates("key"), on="key", how="left")
+    out["gbytes_per_s"] = out["bytes"] / out["dur_ns"].where(out["dur_ns"] > 0)
+    return out.sort_values("start_ns").reset_index(drop=True)[JOB_COLLECTIVE_COLUMNS]
 
 
 def _rank_of(t: _RankTrace, index: int) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from openreg_lab.recording import _archive, _atomic, _memory_file
+from openreg_lab.recording import _archive, _memory_file, atomic
 from openreg_lab.recording.events import (
     EVENT_DTYPE,
     KERNELS,
@@ -102,7 +102,7 @@ def save(
         arrays.update(more)
     # ensure_ascii: a lone surrogate (a file name's undecodable byte) is stored as its \\udcXX escape.
     arrays["header"] = np.frombuffer(json.dumps(header, ensure_ascii=True).encode(), dtype=np.uint8)
-    with _atomic.replacing(path) as f:  # Note [Where an output may go]
+    with atomic.replacing(path) as f:  # Note [Where an output may go]
         _archive.write(f, arrays)
 
 

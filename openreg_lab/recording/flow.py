@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from openreg_lab.recording.analysis import KERNEL_KINDS
-from openreg_lab.recording.kinds import Kinds
+from openreg_lab.recording.kinds import Kinds, unique_keys
 
 #: The Sankey's terminal nodes: what finally ran a call.
 RAN = {k: f"ran {k}" for k in (*KERNEL_KINDS, "unknown")}
@@ -62,13 +62,14 @@ def dispatch_flows(events: pd.DataFrame, *, kinds: Kinds | None = None) -> pd.Da
     leaves ``all calls`` once and crosses exactly one link into a ``ran`` node. ``kinds``: Note
     [Kinds read once]."""
     cols = ["source", "target", "calls", "time_ns"]
-    is_op = Kinds.of(events, kinds).mask("op")
+    kinds = Kinds.of(events, kinds)
+    is_op = kinds.mask("op")
     if not is_op.any():
         return pd.DataFrame(columns=cols)
-    path_code, paths = pd.factorize(events["dispatch"].to_numpy()[is_op], use_na_sentinel=False)
-    kern_code, kerns = pd.factorize(events["kernel"].to_numpy()[is_op], use_na_sentinel=False)
+    path_code, paths = kinds.strings(events, "dispatch", is_op)
+    kern_code, kerns = kinds.strings(events, "kernel", is_op)
     dur = np.maximum(events["dur_ns"].to_numpy()[is_op].astype(np.int64), 0)
-    pair, group = np.unique(path_code * len(kerns) + kern_code, return_inverse=True)
+    pair, group = unique_keys(path_code * len(kerns) + kern_code)
     per_path = pd.DataFrame(
         {
             "path": [p if isinstance(p, str) else "" for p in paths[pair // len(kerns)]],

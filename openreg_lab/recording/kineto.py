@@ -45,10 +45,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from openreg_lab.recording import _atomic, steps
-from openreg_lab.recording._text import visible
+from openreg_lab.recording import atomic, steps
 from openreg_lab.recording.device_work import WORK_COLUMNS, device_work
 from openreg_lab.recording.device_work import device_index as _device_index
+from openreg_lab.recording.text import visible
 
 #: File name endings HTA reads (a ``.gz`` file is written gzip-compressed).
 SUFFIXES = (".json", ".gz")
@@ -118,10 +118,10 @@ def write(
     text = "{\n" + "".join(f"  {json.dumps(k)}: {encode(v)},\n" for k, v in head.items())
     text += '  "traceEvents": ' + encode(_events_of(events, work, threads, t0, pid, devices)) + "\n}\n"
     if os.fspath(path).lower().endswith(".gz"):
-        with _atomic.replacing(path, "wb") as f:  # Note [Where an output may go]
+        with atomic.replacing(path, "wb") as f:  # Note [Where an output may go]
             f.write(gzip.compress(text.encode("ascii"), mtime=0))
     else:
-        with _atomic.replacing(path, "w", encoding="ascii") as f:  # Note [Where an output may go]
+        with atomic.replacing(path, "w", encoding="ascii") as f:  # Note [Where an output may go]
             f.write(text)
 
 

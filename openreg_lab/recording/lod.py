@@ -13,12 +13,14 @@ of slices in the window, at every level. Counters (device memory) keep min / max
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from openreg_lab import theme
+from openreg_lab.recording.kinds import Kinds
 
 #: Buckets of the coarsest level (the whole trace at about two items per pixel of a wide plot).
 TOP_BUCKETS = 2048
@@ -118,10 +120,13 @@ class Query:
 class Pyramid:
     """The timeline's rows, slices, counters and marks of one events table, with its LOD levels."""
 
-    def __init__(self, events: pd.DataFrame) -> None:
+    def __init__(self, events: pd.DataFrame, *, kinds: Kinds | None = None) -> None:
+        """``kinds``: the events' kinds when the caller read them already (Note [Kinds read once]):
+        the names and kernels it has hashed are shared with the tables that read them too."""
         # Compare small integer codes, not strings: a million string comparisons cost ~30 ms each.
-        kind = _Codes(events["kind"].to_numpy())
-        names = _Codes(events["name"].to_numpy())
+        kinds = Kinds.of(events, kinds)
+        kind = _Codes(kinds.codes, kinds.labels())
+        names = _Codes(*kinds.strings(events, "name"))
         n = len(events)
         start = events["start_ns"].to_numpy().astype(np.int64)
         dur = events["dur_ns"].to_numpy().astype(np.int64)
@@ -170,7 +175,7 @@ class Pyramid:
                 row_of[is_collective & ours] = len(rows)
                 rows.append(Row(f"{prefix}collectives", 0))
         self.rows = rows
-        self.color = _colors(kind, _Codes(events["kernel"].to_numpy()), names)
+        self.color = _colors(kind, _Codes(*kinds.strings(events, "kernel")), names)
         if is_host.any():
             waiting = (events["reason"].to_numpy() == "waiting") & is_host
             self.color[is_host] = COLOR_KEYS.index("python")
@@ -184,7 +189,7 @@ class Pyramid:
             )
         ]
         self._build_levels(len(rows))
-        self.counters = _counters(events, kind)
+        self.counters = _counters(events, kinds)
         is_mark = kind.eq("mark")
         self.marks = list(
             zip(start[is_mark].tolist(), events["name"].to_numpy()[is_mark].tolist(), strict=True)
@@ -259,9 +264,9 @@ def _depth(parent: np.ndarray, is_slice: np.ndarray) -> np.ndarray:
 class _Codes:
     """A column of labels as integer codes, for fast equality tests."""
 
-    def __init__(self, values: np.ndarray) -> None:
-        self.codes, uniques = pd.factorize(values, use_na_sentinel=False)
-        self.index = {u: i for i, u in enumerate(uniques) if isinstance(u, str)}
+    def __init__(self, codes: np.ndarray, labels: Sequence[object]) -> None:
+        self.codes = codes
+        self.index = {u: i for i, u in enumerate(labels) if isinstance(u, str)}
 
     def eq(self, label: str) -> np.ndarray:
         """A mask of the rows equal to ``label``."""
@@ -351,12 +356,11 @@ def _in_window_count(lvl: Level, t0: float, t1: float) -> int:
     return int(lvl.count[_window(lvl, t0, t1)].sum())
 
 
-def _counters(events: pd.DataFrame, kind: _Codes) -> list[Counter]:
+def _counters(events: pd.DataFrame, kinds: Kinds) -> list[Counter]:
     """One counter a device (of several ranks' events, a ``rank`` column: a rank and device)."""
-    mem = np.flatnonzero(kind.isin(("alloc", "free")))
-    codes, uniques = pd.factorize(events["device"].to_numpy()[mem])  # no device: -1
-    named = np.array([isinstance(u, str) for u in uniques] + [False], dtype=bool)
-    keep = named[codes]  # (code -1 reads the trailing False)
+    mem = np.flatnonzero(kinds.mask("alloc", "free"))
+    codes, uniques = kinds.strings(events, "device", mem)  # no device: a label that is no string
+    keep = np.array([isinstance(u, str) for u in uniques], dtype=bool)[codes]
     ranks = events["rank"].to_numpy()[mem].astype(np.int64) if "rank" in events.columns else None
     key = codes.astype(np.int64) if ranks is None else ranks * (len(uniques) + 1) + codes
     groups = []

@@ -22,7 +22,7 @@ device, marks and step ends instants. Each slice's category is its theme key (``
 ``fallback``, ``H2D``, ... the keys of ``theme.CHROME_CNAMES``): Perfetto colours slices by name,
 so the category and the ``colour`` argument carry the theme. The host slices (``Trace.host_events``)
 are a Python lane per thread under its thread's track, with their ``file:line``. Strings are
-written as UTF-8, a lone surrogate as its escape ``\\udcXX`` (``_text.visible``); protobuf needs no
+written as UTF-8, a lone surrogate as its escape ``\\udcXX`` (``text.visible``); protobuf needs no
 escaping.
 """
 
@@ -35,10 +35,10 @@ import numpy as np
 import pandas as pd
 
 from openreg_lab import _C, theme
-from openreg_lab.recording import _atomic
+from openreg_lab.recording import atomic
 from openreg_lab.recording import events as _events
-from openreg_lab.recording._text import visible
 from openreg_lab.recording.events import Columns
+from openreg_lab.recording.text import visible
 
 #: File name endings that select this format in ``Trace.export_chrome_trace``.
 SUFFIXES = (".pftrace", ".perfetto-trace", ".pb")
@@ -210,7 +210,7 @@ def write(
     ts = np.where(is_end, end[event], start[event])
     kinds = np.where(is_end, _END, packet_type[event])
 
-    with _atomic.replacing(path, "wb") as out:
+    with atomic.replacing(path, "wb") as out:
         out.write(interned.packet())  # every string is interned by now: the first packet holds them all
         out.write(b"".join(head))
         for lo in range(0, len(event), _CHUNK):

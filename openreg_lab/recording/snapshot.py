@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from openreg_lab import _C
-from openreg_lab.recording import _atomic, history, trace_snapshot
+from openreg_lab.recording import atomic, history, trace_snapshot
 from openreg_lab.recording._snapshot_parts import UNKNOWN, entry_categories, expand, segment
 from openreg_lab.recording._snapshot_pickle import Parts, write
 
@@ -83,13 +83,13 @@ def dump_snapshot(filename: str | os.PathLike[str] = "dump_snapshot.pickle") -> 
             SnapshotWarning,
             stacklevel=2,
         )
-    with _atomic.replacing(filename) as f:  # Note [Where an output may go]
+    with atomic.replacing(filename) as f:  # Note [Where an output may go]
         write(parts, f)
 
 
 def write_snapshot(snap: Parts, path: str | os.PathLike[str]) -> None:
     """Write the snapshot ``snap`` to ``path`` as a pickle (Note [Where an output may go])."""
-    with _atomic.replacing(path) as f:
+    with atomic.replacing(path) as f:
         write(snap, f)
 
 

@@ -138,12 +138,14 @@ def verdict(
     oom: list[str] | None = None,
     kinds: Kinds | None = None,
     library: bool = False,
+    fallbacks: pd.DataFrame | None = None,
 ) -> Verdict:
     """The verdict of a trace's events (``Trace.verdict()`` passes the trace's settings, its host
     samples, what ended each step and, when an allocation failed, what was live then in words;
     ``kinds``: the events' kinds when the caller read them already, Note [Kinds read once]). Host
     Python is named in the user's terms (Note [Folding host frames]): by the user's frame, an import
-    by the line that caused it; ``library=True`` names the innermost frame, a library's too."""
+    by the line that caused it; ``library=True`` names the innermost frame, a library's too.
+    ``fallbacks``: ``breakdown.fallback_costs(events)`` when the caller has it (the dashboard)."""
     span = analysis.span(events)
     wall = bool(host_sampling and samples is not None)
     if wall:  # the trace's wall time: from its start (0) to the last event's end or the last sample
@@ -153,7 +155,7 @@ def verdict(
     kinds = Kinds.of(events, kinds)  # once: Note [Kinds read once]
     dur = np.maximum(events["dur_ns"].to_numpy().astype(np.int64, copy=False), 0)
     nbytes = events["bytes"].to_numpy()
-    fb = breakdown.fallback_costs(events, kinds=kinds)
+    fb = breakdown.fallback_costs(events, kinds=kinds) if fallbacks is None else fallbacks
     copies = kinds.mask("copy")
     casts = kinds.mask("cast")
 

@@ -14,7 +14,7 @@ plotly's text (Note [Strings reaching a page]).
 #   break the file's encoding or the script either.
 # * The file's encoding: a lone surrogate (a file name's undecodable byte) has no UTF-8 form.
 #   Markup (``plain_text``, over the whole page) and plotly's text (``plotly_text``) show it as its
-#   escape, the six characters ``\\udcXX`` (``recording._text.visible``); the script's data keeps
+#   escape, the six characters ``\\udcXX`` (``recording.text.visible``); the script's data keeps
 #   it (JSON's escape of it), which the browser draws as U+FFFD.
 # * plotly's text (hover text, tick and node labels): plotly.js reads a subset of HTML there
 #   (``<b>``, ``<br>``, ``<a href>``, ``<span style>``) and decodes entities. ``plotly_text``
@@ -28,7 +28,7 @@ import html
 import json
 from typing import Any
 
-from openreg_lab.recording._text import visible
+from openreg_lab.recording.text import visible
 
 _SCRIPT_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"}
 

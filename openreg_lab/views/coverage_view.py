@@ -1,7 +1,8 @@
 """The coverage explorer (``CoverageView(profile=None, trace=None)``): every registered overload,
 grouped into families, drawn as a treemap coloured by how openreg resolves it, with a search box,
 a table, a profile picker that recomputes, a second profile to compare against (what one lacks that
-the other has) and, with a trace, hit counts and time on the ops that ran.
+the other has) and, with a trace, hit counts and time on the ops that ran. It draws the tables of
+``openreg_lab.dispatch.families`` (``families``, ``lacks``, ``coverage_tree``).
 """
 
 from __future__ import annotations
@@ -10,19 +11,18 @@ import html
 from typing import Any
 
 import ipywidgets as w
-import numpy as np
 import pandas as pd
 
 from openreg_lab import theme
 from openreg_lab.dispatch import profiles
 from openreg_lab.dispatch.coverage import RESOLUTIONS, coverage
+from openreg_lab.dispatch.families import coverage_tree, families, lacks
 from openreg_lab.views import png, static
 from openreg_lab.views._embed import plotly_text
 from openreg_lab.views.table import Column, Table, substring_filter
 
-#: Tags that name an op's family group (the first one an op has wins), then "other".
-CATEGORY_TAGS = ("pointwise", "reduction", "view", "inplace_view", "core", "data_dependent_output")
 TREEMAP_LIMIT = 4000  #: overloads drawn at most in the treemap (the table has them all)
+_LEVEL_COLORS = {"namespace": "#f1f3f5", "group": "#e9ecef", "family": "#dee2e6"}
 
 COLUMNS = [
     Column("name", "overload"),
@@ -36,120 +36,35 @@ COLUMNS = [
 ]
 
 
-def families(cov: pd.DataFrame) -> pd.DataFrame:
-    """``coverage()`` with ``family`` (``aten::add``), ``category`` (the first of ``CATEGORY_TAGS``
-    the overload is tagged with, else ``other``), and ``hits`` / ``time_ns`` / ``compiled_hits`` (0
-    without a trace)."""
-    out = cov.copy()
-    out["family"] = out["name"].str.split(".", n=1).str[0]
-    cats = []
-    for tags in out["tags"]:
-        tagset = set(tags) if isinstance(tags, (list, tuple)) else set(str(tags).split(","))
-        cats.append(next((t for t in CATEGORY_TAGS if t in tagset), "other"))
-    out["category"] = cats
-    for col in ("hits", "time_ns", "compiled_hits"):
-        if col not in out:
-            out[col] = 0
-        out[col] = out[col].fillna(0).astype(np.int64)
-    return out
-
-
-def lacks(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """Overloads native under coverage ``b`` but not under ``a`` (what ``a``'s backend lacks)."""
-    nb = set(b.loc[b["resolution"] == "native", "name"])
-    rows = a[a["name"].isin(nb) & (a["resolution"] != "native")]
-    return rows[["name", "resolution", "kernel"]].reset_index(drop=True)
-
-
 def treemap_nodes(rows: pd.DataFrame) -> pd.DataFrame:
     """The treemap's nodes, one row each (``id``, ``label``, ``parent``, ``color``, ``value``,
-    ``hover``): namespaces, then groups, then families, then the overloads of ``rows`` (a
-    ``families()`` table) as leaves, sized by time in the trace when there is one, else one unit each.
-    Built column-wise: the explorer redraws all of it on every search and profile change."""
-    use_time = bool(rows["time_ns"].sum())
-    rows = rows.sort_values(["namespace", "category", "family"], kind="stable")
+    ``hover``), from ``coverage_tree(rows)`` (``rows`` a ``families()`` table): namespaces, then
+    groups, then families, then the overloads as leaves coloured by resolution."""
+    tree = coverage_tree(rows)
     # Every string is plotly text here (Note [Strings reaching a page]): custom ops name themselves.
-    rows = rows.assign(
-        **{
-            c: rows[c].astype(str).map(plotly_text)
-            for c in ("namespace", "family", "name", "overload", "kernel")
-        }
+    text = {c: tree[c].map(plotly_text) for c in ("id", "label", "parent", "name", "kernel")}
+    level = tree["level"]
+    leaf = level.eq("overload").to_numpy()
+    color = level.map(_LEVEL_COLORS).where(
+        ~leaf, tree["resolution"].map(lambda r: theme.RESOLUTION_COLORS.get(r, theme.OTHER_COLOR))
     )
-    t = pd.DataFrame({c: rows[c].astype(str).values for c in ("namespace", "category", "family")})
-    t["group_id"] = t["namespace"] + "/" + t["category"]
-    t["family_id"] = t["group_id"] + "/" + t["family"]
-    native = pd.Series(rows["resolution"].eq("native").values).groupby(t["family_id"]).sum()
-
-    def level(
-        first: pd.DataFrame, id_col: str, label: pd.Series, parent: Any, color: str, hover: pd.Series
-    ) -> pd.DataFrame:
-        return pd.DataFrame(
-            {
-                "id": first[id_col],
-                "label": label,
-                "parent": parent,
-                "color": color,
-                "value": 0.0,
-                "hover": hover,
-            }
-        )
-
-    spaces = t.drop_duplicates("namespace")
-    groups = t.drop_duplicates("group_id")
-    fams = t.drop_duplicates("family_id")
-    n = {  # overloads under each namespace, group and family, as text
-        c: f[c].map(t[c].value_counts()).astype(str)
-        for c, f in (("namespace", spaces), ("group_id", groups), ("family_id", fams))
-    }
-    time_ns = rows["time_ns"].astype(float)
-    names = zip(rows["name"], rows["resolution"], rows["kernel"], rows["hits"], time_ns, strict=True)
-    leaves = pd.DataFrame(
-        {
-            "id": (t["family_id"] + "/" + rows["name"].values).values,
-            "label": [o or "default" for o in rows["overload"]],
-            "parent": t["family_id"].values,
-            "color": [theme.RESOLUTION_COLORS.get(r, theme.OTHER_COLOR) for r in rows["resolution"]],
-            "value": time_ns.clip(lower=0.0).values if use_time else 1.0,
-            "hover": [
-                f"{nm}<br>{r}, runs as {k}<br>{h} calls, {theme.format_ns(ns)}" for nm, r, k, h, ns in names
-            ],
-        }
+    counts = text["name"] + ": " + tree["overloads"].astype(str) + " overloads"
+    hover = counts.where(
+        level.ne("group"), text["label"] + ": " + tree["overloads"].astype(str) + " overloads"
     )
-    return pd.concat(
-        [
-            level(
-                spaces,
-                "namespace",
-                spaces["namespace"],
-                "",
-                "#f1f3f5",
-                spaces["namespace"] + ": " + n["namespace"] + " overloads",
-            ),
-            level(
-                groups,
-                "group_id",
-                groups["category"],
-                groups["namespace"],
-                "#e9ecef",
-                groups["category"] + ": " + n["group_id"] + " overloads",
-            ),
-            level(
-                fams,
-                "family_id",
-                fams["family"].str.split("::").str[-1],
-                fams["group_id"],
-                "#dee2e6",
-                fams["family"]
-                + ": "
-                + fams["family_id"].map(native).astype(str)
-                + "/"
-                + n["family_id"]
-                + " native",
-            ),
-            leaves,
-        ],
-        ignore_index=True,
+    family = (
+        text["name"] + ": " + tree["native"].astype(str) + "/" + tree["overloads"].astype(str) + " native"
     )
+    hover = hover.where(level.ne("family"), family)
+    cells = zip(text["name"][leaf], tree["resolution"][leaf], text["kernel"][leaf], tree["hits"][leaf],
+                tree["time_ns"][leaf], strict=True)  # fmt: skip
+    hover[leaf] = [
+        f"{nm}<br>{r}, runs as {k}<br>{h} calls, {theme.format_ns(ns)}" for nm, r, k, h, ns in cells
+    ]
+    return pd.DataFrame(
+        {"id": text["id"], "label": text["label"], "parent": text["parent"], "color": color,
+         "value": tree["value"].astype(float), "hover": hover}
+    )  # fmt: skip
 
 
 def treemap(fam: pd.DataFrame, search: str = "") -> Any:

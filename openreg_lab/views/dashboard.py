@@ -17,7 +17,6 @@ import ipywidgets as w
 import pandas as pd
 import traitlets
 
-from openreg_lab import theme
 from openreg_lab.recording import analysis, breakdown, flow, lookup
 from openreg_lab.recording import host as _host
 from openreg_lab.recording.kinds import Kinds
@@ -81,9 +80,11 @@ class Dashboard(w.VBox):
         self.capacity = capacity
         self.op_events = op_events  # the trace's ops= ("all" or "kernels"), said in the header
         self.drawn = _host.with_events(events, host)  # the events and the host slices
-        self.pyramid = Pyramid(self.drawn)
+        # The kinds and string columns read once for the timeline and the tables below (Note [Kinds
+        # read once]); the host slices' rows are the timeline's only.
+        kinds = Kinds(events["kind"])
+        self.pyramid = Pyramid(self.drawn, kinds=kinds if self.drawn is events else None)
         self.selection = Selection()
-        kinds = Kinds(events["kind"])  # read once for the tables below (Note [Kinds read once])
         self.ops = analysis.summary(events, kinds=kinds)
         self.flows = flow.dispatch_flows(events, kinds=kinds)
         self.fallbacks = breakdown.fallback_costs(events, kinds=kinds)
@@ -91,9 +92,16 @@ class Dashboard(w.VBox):
         self.verdict = (
             verdict
             if verdict is not None
-            else verdict_of(events, dropped=dropped, capacity=capacity, op_events=op_events, kinds=kinds)
+            else verdict_of(
+                events,
+                dropped=dropped,
+                capacity=capacity,
+                op_events=op_events,
+                kinds=kinds,
+                fallbacks=self.fallbacks,
+            )
         )
-        self.header = w.HTML(static.header_html(events, self.verdict))
+        self.header = w.HTML(static.header_html(events, self.verdict, kinds=kinds))
         self.timeline = Timeline(self.drawn, self.pyramid, layout=w.Layout(width="100%"))
         devices = sorted(d for d in self.ops["device"].unique() if d != "-")
         self.table = Table(
@@ -314,9 +322,7 @@ class Dashboard(w.VBox):
 def _figure_widget() -> Any:
     import plotly.graph_objects as go  # FigureWidget pulls in anywidget's plotly bundle: only when drawn
 
-    fw = go.FigureWidget()
-    fw.layout = theme.plotly_layout()
-    return fw
+    return go.FigureWidget()  # its layout is the first chart's (_show_chart)
 
 
 def dashboard(trace: Any) -> Dashboard:

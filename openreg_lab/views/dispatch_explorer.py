@@ -22,54 +22,9 @@ import torch
 from openreg_lab import theme
 from openreg_lab.dispatch import explain as _explain
 from openreg_lab.dispatch import profiles
+from openreg_lab.dispatch.keys import key_grid
 from openreg_lab.recording import flow
 from openreg_lab.views import charts, png
-
-#: Backends whose per-backend keys are hidden unless "every backend" is ticked (openreg and CPU stay).
-_BACKENDS = (
-    "CPU",
-    "CUDA",
-    "HIP",
-    "XLA",
-    "MPS",
-    "IPU",
-    "XPU",
-    "HPU",
-    "VE",
-    "Lazy",
-    "MTIA",
-    "MAIA",
-    "PrivateUse2",
-    "PrivateUse3",
-    "Meta",
-    "FPGA",
-    "Vulkan",
-    "Metal",
-    "Other",
-    "NestedTensor",
-    "CustomRNGKeyId",
-    "MkldnnCPU",
-)
-
-
-def key_grid(op: str, path: list[str], *, every_backend: bool = False) -> pd.DataFrame:
-    """The dispatch table of ``op`` as rows ``key``, ``registered``, ``source``, ``on_path`` in
-    priority order (highest first), keeping openreg's (PrivateUse1) and CPU's per-backend keys and
-    every backend-independent key unless ``every_backend``."""
-    table = _explain._table(op)
-    rows = []
-    for key in reversed(list(table)):  # the dispatcher lists runtime keys lowest priority first
-        registered, source = table[key]
-        per_backend = next((b for b in _BACKENDS if (key.endswith(b) and key != b) or key == b), None)
-        if not every_backend and per_backend and key != "CPU" and key not in path:
-            continue
-        if key == "Undefined":
-            continue
-        rows.append((key, registered, source, key in path))
-    for key in path:  # a key the table does not list (nothing registered) still shows on the path
-        if key not in table:
-            rows.append((key, "missing", "", True))
-    return pd.DataFrame(rows, columns=["key", "registered", "source", "on_path"])
 
 
 def grid_html(grid: pd.DataFrame, path: list[str], resolution: str) -> str:

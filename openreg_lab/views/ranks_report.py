@@ -21,10 +21,10 @@ import pandas as pd
 import torch
 
 from openreg_lab import theme
-from openreg_lab.recording import _atomic, analysis, steps
+from openreg_lab.recording import analysis, atomic
 from openreg_lab.recording.lod import Pyramid
 from openreg_lab.recording.memory_ranks import peaks_by_rank
-from openreg_lab.recording.ranks import offsets
+from openreg_lab.recording.ranks_timeline import job_steps, rank_verdicts
 from openreg_lab.views import memory_view, static
 from openreg_lab.views._embed import plain_text
 from openreg_lab.views.op_explorer import explorer_data
@@ -65,24 +65,8 @@ RANK_COLUMNS = [
 
 
 def rank_rows(view: Any) -> pd.DataFrame:
-    """The per-rank verdict table: each rank's own verdict numbers (``Trace.verdict()``, the
-    single-rank verdict) beside its waits and overlap (``recording.ranks``)."""
-    rows = []
-    for r, t in zip(view.ranks, view.traces, strict=True):
-        v = t.verdict()
-        steps = t.steps()
-        done = steps[steps["complete"]] if len(steps) else steps
-        rows.append(
-            {
-                "rank": r,
-                "span_ns": v.span_ns,
-                "steps": len(done),
-                "median_step_ns": float(done["dur_ns"].iloc[1:].median()) if len(done) > 1 else None,
-                "fallback_share": v.shares[0].share if v.shares else None,
-                "headline": v.headline(),
-            }
-        )
-    return pd.DataFrame(rows).merge(view.verdict.per_rank, on="rank", how="left")
+    """The per-rank verdict table (``ranks_timeline.rank_verdicts`` of the view's ranks)."""
+    return rank_verdicts(view.traces, view.ranks, view.verdict.per_rank)
 
 
 def verdict_html(view: Any) -> str:
@@ -152,24 +136,10 @@ def _links(view: RanksView, rows: list[dict[str, Any]]) -> tuple[list[dict[str, 
 
 
 def _steps(view: RanksView) -> list[dict[str, Any]]:
-    """The training steps across ranks: step n from the earliest rank's start to the latest's end."""
-    parts = []
-    for t, shift in zip(view.traces, offsets(view.traces), strict=True):
-        table = steps.table(t.events)  # each rank's own, then on the merged clock
-        parts.append(
-            table.assign(start_ns=table["start_ns"] + shift, end=table["start_ns"] + shift + table["dur_ns"])
-        )
-    if not parts:
-        return []
-    all_steps = pd.concat(parts, ignore_index=True)
-    if all_steps.empty:
-        return []
-    g = all_steps.groupby("step")
+    """The training steps across ranks (``ranks_timeline.job_steps``), as the page's script reads them."""
     return [
         {"step": int(s), "t0": float(a), "t1": float(b), "complete": bool(c)}
-        for s, a, b, c in zip(
-            g.size().index, g["start_ns"].min(), g["end"].max(), g["complete"].all(), strict=True
-        )
+        for s, a, b, c in job_steps(view.traces).itertuples(index=False)
     ]
 
 
@@ -310,10 +280,10 @@ def write_ranks_report(
     view: RanksView, path: str, *, title: str | None = None, run_info: Mapping[str, str] | None = None
 ) -> None:
     """Write ``ranks_report_html(...)`` to ``path``, whole or not at all; ``OSError`` names the path."""
-    _atomic.check(path)  # a path no output may go to, refused before the report is drawn
+    atomic.check(path)  # a path no output may go to, refused before the report is drawn
     text = ranks_report_html(view, title=title, run_info=run_info)
     try:
-        with _atomic.replacing(path, "w", encoding="utf-8") as f:
+        with atomic.replacing(path, "w", encoding="utf-8") as f:
             f.write(plain_text(text))
     except OSError as e:
         raise OSError(f"cannot write the report to {path!r}: {e.strerror or e}") from None

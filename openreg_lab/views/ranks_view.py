@@ -28,7 +28,8 @@ import pandas as pd
 
 from openreg_lab import theme
 from openreg_lab.recording import ranks as _ranks
-from openreg_lab.recording.distributed import check_one_job, merge_ranks
+from openreg_lab.recording.distributed import check_one_job, job_collectives, merge_ranks
+from openreg_lab.recording.ranks_timeline import activity
 from openreg_lab.recording.session import Trace, load_trace
 from openreg_lab.views.ranks_report import verdict_html, write_ranks_report
 
@@ -36,11 +37,6 @@ if TYPE_CHECKING:
     from openreg_lab.recording.ranks import JobVerdict
 
 _WIDTH, _LANE, _LEFT = 900, 34, 70
-#: The columns of ``RanksView.collectives()``.
-COLLECTIVE_COLUMNS = [
-    "key", "name", "group", "issued_by", "issued_in", "bytes", "ranks", "start_ns", "dur_ns", "last_rank",
-    "late_ns", "gbytes_per_s",
-]  # fmt: skip
 
 
 class RanksView:
@@ -77,33 +73,11 @@ class RanksView:
         self.causes = _ranks.causes(self.traces, self.table)
         self.verdict: JobVerdict = _ranks.job_verdict(self.traces, self.table, self.events, self.causes)
         self.verdict.notes.extend(str(n) for n in notes)
-        self.activity = _activity(self.traces, self.table)
+        self.activity = activity(self.traces, self.table)
 
     def collectives(self) -> pd.DataFrame:
-        """One row per collective across ranks (a send and its recv are one, ``send/recv``): name,
-        group, bytes, ranks, start, the slowest
-        rank's duration, the last rank to arrive and how late (``late_ns``), the bandwidth."""
-        t = self.table
-        if t.empty:
-            return pd.DataFrame(columns=COLLECTIVE_COLUMNS)
-        g = t.groupby("key", sort=False)
-        out = pd.DataFrame(
-            {
-                "name": g["name"].agg(lambda names: "/".join(sorted(set(names), reverse=True))),
-                "group": g["group"].first(),
-                "issued_by": g["issued_by"].first(),
-                "issued_in": g["issued_in"].first(),
-                "bytes": g["bytes"].max(),
-                "ranks": g["global_rank"].nunique(),
-                "start_ns": g["start_ns"].min(),
-                "dur_ns": g["dur_ns"].max(),
-                "late_ns": g["late_ns"].max(),
-            }
-        ).reset_index()
-        last = t.loc[t["last"], ["key", "global_rank"]].rename(columns={"global_rank": "last_rank"})
-        out = out.merge(last.drop_duplicates("key"), on="key", how="left")
-        out["gbytes_per_s"] = out["bytes"] / out["dur_ns"].where(out["dur_ns"] > 0)
-        return out.sort_values("start_ns").reset_index(drop=True)[COLLECTIVE_COLUMNS]
+        """One row per collective across ranks: ``recording.distributed.job_collectives`` of ``table``."""
+        return job_collectives(self.table)
 
     # -- display -------------------------------------------------------------
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
@@ -207,26 +181,3 @@ def ranks(traces: Sequence[Trace | str | os.PathLike[str]], notes: Sequence[str]
     """The traces (paths or ``Trace`` objects) of one job's ranks, merged (see the module doc);
     ``notes``: sentences the verdict adds."""
     return RanksView(traces, notes)
-
-
-def _activity(traces: Sequence[Trace], table: pd.DataFrame) -> pd.DataFrame:
-    """Each rank's top-level ops and backward nodes on the merged clock: rank, kind, name, start,
-    duration (the context the collectives ran in)."""
-    origin = min(t._t0 for t in traces)
-    parts = []
-    for index, t in enumerate(traces):
-        e = t.events
-        top = e[(e["parent"] < 0) & e["kind"].isin(["op", "backward"]) & (e["dur_ns"] > 0)]
-        ranks = table.loc[table["trace"] == index, "global_rank"]
-        parts.append(
-            pd.DataFrame(
-                {
-                    "rank": int(ranks.iloc[0]) if len(ranks) else index,
-                    "kind": top["kind"].to_numpy(),
-                    "name": top["name"].to_numpy(),
-                    "start_ns": top["start_ns"].to_numpy() + (t._t0 - origin),
-                    "dur_ns": top["dur_ns"].to_numpy(),
-                }
-            )
-        )
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()

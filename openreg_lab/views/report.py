@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 
 from openreg_lab import theme
-from openreg_lab.recording import _atomic, analysis, breakdown, flow
+from openreg_lab.recording import analysis, atomic, breakdown, flow
 from openreg_lab.recording import host as _host
 from openreg_lab.recording.lod import Pyramid
 from openreg_lab.recording.memory import Memory
@@ -247,7 +247,7 @@ def write_report(
 ) -> None:
     """Write ``report_html(...)`` to ``path``; a path that cannot be written raises ``OSError``
     naming it."""
-    _atomic.check(path)  # a path no output may go to, refused before the report is drawn
+    atomic.check(path)  # a path no output may go to, refused before the report is drawn
     text = report_html(
         events,
         title=title,
@@ -261,7 +261,7 @@ def write_report(
         memory=memory,
     )
     try:
-        with _atomic.replacing(path, "w", encoding="utf-8") as f:
+        with atomic.replacing(path, "w", encoding="utf-8") as f:
             f.write(plain_text(text))
     except OSError as e:
         raise OSError(f"cannot write the report to {path!r}: {e.strerror or e}") from None

@@ -15,6 +15,7 @@ import pandas as pd
 
 from openreg_lab import theme
 from openreg_lab.recording import analysis, breakdown, flow
+from openreg_lab.recording.kinds import Kinds
 from openreg_lab.recording.lod import PALETTE, Pyramid
 from openreg_lab.recording.verdict import Verdict
 from openreg_lab.recording.verdict import verdict as verdict_of
@@ -58,11 +59,11 @@ def one_line(events: pd.DataFrame, dropped: int = 0) -> str:
     )
 
 
-def header_html(events: pd.DataFrame, v: Verdict) -> str:
-    """The dashboard's first lines: event counts by kind and span, then the verdict (``verdict_html``)."""
-    kinds = events["kind"].value_counts().to_dict()
+def header_html(events: pd.DataFrame, v: Verdict, *, kinds: Kinds | None = None) -> str:
+    """The dashboard's first lines: event counts by kind and span, then the verdict (``verdict_html``).
+    ``kinds``: the events' kinds when the caller read them already (Note [Kinds read once])."""
     span = analysis.span(events)
-    counts = ", ".join(f"{n:,} {k}" for k, n in kinds.items())
+    counts = ", ".join(f"{n:,} {k}" for k, n in Kinds.of(events, kinds).counts().items())
     return (
         f"<div style='font:13px system-ui,sans-serif'><b>openreg trace</b>: {len(events):,} events "
         f"over {theme.format_ns(span)} ({html.escape(counts) or 'nothing recorded'})</div>{verdict_html(v)}"

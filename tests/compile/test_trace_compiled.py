@@ -21,8 +21,8 @@ import openreg_lab
 import openreg_lab.memory
 from openreg_lab import theme
 from openreg_lab.recording import lookup
+from openreg_lab.recording.comparison import compare_table
 from openreg_lab.recording.lod import COLOR_KEYS, PALETTE, Pyramid
-from openreg_lab.views.comparison import compare_table
 from openreg_lab.views.coverage_view import CoverageView
 from openreg_lab.views.details import details_html
 

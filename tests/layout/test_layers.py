@@ -106,6 +106,96 @@ def test_the_checks_see_a_cycle_and_an_upward_import():
     assert _cycles(bad) == [["openreg_lab.recording.a", "openreg_lab.views.b", "openreg_lab.recording.a"]]
 
 
+def _layer_name(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else "top"
+
+
+def _private(target: str) -> bool:
+    """Whether ``target`` (``openreg_lab.<layer>...``) names something private to its layer: a
+    segment after the layer's own name that starts with ``_``. The device layer's modules are all
+    private-named (its public face is ``torch.openreg``), so a module there is not, but a private
+    name inside one is; ``_C``'s functions are the extension's bindings, the layer itself."""
+    parts = target.split(".")
+    if _layer_name(target) == "_C":
+        return False
+    for k in range(2, len(parts)):
+        seg = parts[k]
+        if not seg.startswith("_") or seg.startswith("__"):
+            continue
+        module = ".".join(parts[: k + 1])
+        if _layer_name(target) == "device" and module in MODULES:
+            continue
+        return True
+    return False
+
+
+def _private_uses(module: str, text: str) -> list[str]:
+    """What ``module``'s code uses of another layer's private names: ``from openreg_lab.x import _y``
+    (a private module or name), ``import openreg_lab.x._y``, or ``m._y`` on a module ``m`` imported
+    from another layer (``tests/layout/test_layers.py``: no private cross-layer calls)."""
+    mine = _layer_name(module)
+    found = []
+    aliases: dict[str, str] = {}
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("openreg_lab"):
+            for a in node.names:
+                target = f"{node.module}.{a.name}"
+                if _layer_name(target) != mine:
+                    aliases[a.asname or a.name] = target
+                    if _private(target):
+                        found.append(target)
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("openreg_lab") and _layer_name(a.name) != mine:
+                    if a.asname:
+                        aliases[a.asname] = a.name
+                    if _private(a.name):
+                        found.append(a.name)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            target = f"{aliases[node.value.id]}.{node.attr}"
+            if _private(target):
+                found.append(target)
+    return sorted(set(found))
+
+
+def test_no_module_uses_a_private_name_of_another_layer():
+    """A layer's private names (a leading ``_``) are its own: the views call the recording and
+    dispatch layers' public functions, which return tables, and the command line does the same."""
+    offenders = {m: bad for m, p in sorted(MODULES.items()) if (bad := _private_uses(m, p.read_text()))}
+    assert offenders == {}, f"make these public (or compute them in their own layer): {offenders}"
+
+
+def test_the_private_check_sees_private_uses():
+    views = "openreg_lab.views.x"
+    assert _private_uses(views, "from openreg_lab.dispatch import explain as e\ne._table('x')") == [
+        "openreg_lab.dispatch.explain._table"
+    ]
+    assert _private_uses(views, "from openreg_lab.recording import _atomic") == [
+        "openreg_lab.recording._atomic"
+    ]
+    assert _private_uses(views, "from openreg_lab.recording._text import visible") == [
+        "openreg_lab.recording._text.visible"
+    ]
+    assert _private_uses(views, "import openreg_lab.recording.analysis as a\na._x()") == [
+        "openreg_lab.recording.analysis._x"
+    ]
+    assert _private_uses(views, "from openreg_lab.recording.lod import _rows") == [
+        "openreg_lab.recording.lod._rows"
+    ]
+    # The device layer's private-named modules are its modules; a private name in one is still private.
+    assert _private_uses("openreg_lab.recording.x", "from openreg_lab.device import _seam") == []
+    assert _private_uses(
+        "openreg_lab.recording.x", "from openreg_lab.device import _distributed as d\nd._x()"
+    ) == ["openreg_lab.device._distributed._x"]
+    # A layer's own private names, the extension's bindings and public names are fine.
+    assert _private_uses(views, "from openreg_lab.views._embed import plotly_text") == []
+    assert _private_uses(views, "from openreg_lab import _C\n_C._trace_intern('x')") == []
+    assert _private_uses(views, "from openreg_lab.dispatch.keys import key_grid") == []
+
+
 def test_no_public_name_is_shadowed_by_a_module():
     import importlib
 

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from openreg_lab.recording import accounting, analysis, breakdown, flow, host, host_fold, sampler, steps
-from openreg_lab.recording.kinds import Kinds
+from openreg_lab.recording.kinds import Kinds, unique_keys
+from openreg_lab.recording.lod import Pyramid
 from openreg_lab.recording.verdict import verdict
 from tests.support.accounting_reference import account_reference
 from tests.support.views_data import tile, tile_span, training_trace
@@ -125,3 +126,63 @@ def test_kinds_are_the_tables_kinds(big):
     pd.testing.assert_frame_equal(flow.dispatch_flows(ev, kinds=kinds), flow.dispatch_flows(ev))
     with pytest.raises(ValueError, match=r"table of 3 events, not of this one .*Kinds\(events\['kind'\]\)"):
         breakdown.fallback_costs(ev, kinds=Kinds(ev["kind"].iloc[:3]))
+
+
+def test_the_string_columns_read_once_are_the_tables(big):
+    ev = big[0]
+    kinds = Kinds(ev["kind"])
+    is_op = kinds.mask("op")
+    for col in ("name", "kernel", "dispatch", "device", "source"):
+        values = ev[col].to_numpy()
+        codes, labels = kinds.strings(ev, col)
+        assert kinds.strings(ev, col)[0] is codes  # hashed once, then kept
+        got = labels[codes]
+        assert ((got == values) | (pd.isna(got) & pd.isna(values))).all(), col
+        assert not pd.isna(labels[:-1]).any()  # a missing value is the last label, if any
+        for rows in (is_op, np.flatnonzero(~is_op)):
+            sub, sub_labels = kinds.strings(ev, col, rows)
+            want, want_labels = pd.factorize(values[rows], use_na_sentinel=False)
+            assert (sub == want).all(), col
+            assert [None if pd.isna(x) else x for x in sub_labels] == [
+                None if pd.isna(x) else x for x in want_labels
+            ], col
+    assert kinds.counts() == ev["kind"].value_counts().to_dict()
+    assert list(kinds.counts().values()) == sorted(kinds.counts().values(), reverse=True)
+    assert kinds.labels() == list(ev["kind"].unique())
+    with pytest.raises(ValueError, match="table of 3 events, not of this one"):
+        Kinds(ev["kind"].iloc[:3]).strings(ev, "name")
+
+
+def test_unique_keys_is_numpys_unique():
+    rng = np.random.default_rng(0)
+    dense, sparse = rng.integers(0, 300, 5000), rng.integers(0, 10**12, 100)
+    for key in (dense, sparse, np.array([7, 7, 0]), np.zeros(0, int)):
+        got = unique_keys(key, counts=True)
+        want = np.unique(key, return_inverse=True, return_counts=True)
+        assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+
+
+def test_the_dashboards_tables_hash_each_string_column_once(big, monkeypatch):
+    """The timeline's pyramid, the op table, the dispatch flows, the fallbacks and the verdict read
+    one Kinds (as Dashboard does): the kinds and the four string columns they group by are hashed
+    once each, ten hashings of big columns before (Note [Kinds read once])."""
+    ev = big[0]
+    factorize = pd.factorize
+    hashed = []
+
+    def counting(values, *args, **kwargs):
+        hashed.append(len(values))
+        return factorize(values, *args, **kwargs)
+
+    monkeypatch.setattr(pd, "factorize", counting)
+    kinds = Kinds(ev["kind"])
+    want_ops = analysis.summary(ev, kinds=kinds)
+    Pyramid(ev, kinds=kinds)
+    flow.dispatch_flows(ev, kinds=kinds)
+    fb = breakdown.fallback_costs(ev, kinds=kinds)
+    verdict(ev, kinds=kinds, fallbacks=fb)
+    big_ones = [n for n in hashed if n > len(ev) // 2]
+    assert big_ones == [len(ev)] * 5  # kind, name, device, kernel, dispatch
+    monkeypatch.setattr(pd, "factorize", factorize)
+    pd.testing.assert_frame_equal(want_ops, analysis.summary(ev))
+    assert verdict(ev, kinds=kinds, fallbacks=fb) == verdict(ev)

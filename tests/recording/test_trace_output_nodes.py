@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import openreg_lab
-from openreg_lab.recording import _atomic
+from openreg_lab.recording import atomic
 from openreg_lab.recording.distributed import Job
 from tests.support.hostile_data import small_trace
 
@@ -175,7 +175,7 @@ def test_a_node_made_while_the_output_was_written_is_not_renamed_over(tmp_path):
     path.write_text("old")
     message = "Became a device or a FIFO while the output was written: nothing is renamed over it"
     with pytest.raises(OSError, match=message):
-        with _atomic.replacing(path, "w") as f:
+        with atomic.replacing(path, "w") as f:
             f.write("new")
             path.unlink()
             os.mkfifo(path)  # another program puts a FIFO there meanwhile
@@ -184,8 +184,8 @@ def test_a_node_made_while_the_output_was_written_is_not_renamed_over(tmp_path):
 
 
 def test_refusal_names_what_a_path_is(tmp_path):
-    assert _atomic.refusal(tmp_path) == "is a directory"
-    assert _atomic.refusal(_socket(tmp_path / "s")) == "is a socket, not a file"
-    assert _atomic.refusal(tmp_path / "new") is None
+    assert atomic.refusal(tmp_path) == "is a directory"
+    assert atomic.refusal(_socket(tmp_path / "s")) == "is a socket, not a file"
+    assert atomic.refusal(tmp_path / "new") is None
     os.mkfifo(tmp_path / "f")
-    assert _atomic.refusal(tmp_path / "f") is None
+    assert atomic.refusal(tmp_path / "f") is None

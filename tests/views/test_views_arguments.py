@@ -9,9 +9,9 @@ import torch
 
 import openreg_lab
 from openreg_lab.dispatch.coverage import coverage
-from openreg_lab.recording._text import visible
+from openreg_lab.dispatch.families import families, lacks
+from openreg_lab.recording.text import visible
 from openreg_lab.views import CoverageView, DispatchExplorer
-from openreg_lab.views.coverage_view import families, lacks
 
 ADD_ONLY = ["aten::add.Tensor"]
 

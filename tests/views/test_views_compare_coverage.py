@@ -9,8 +9,9 @@ import torch
 
 import openreg_lab
 from openreg_lab import theme
-from openreg_lab.views.comparison import compare_table
-from openreg_lab.views.coverage_view import families, lacks, treemap_nodes
+from openreg_lab.dispatch.families import families, lacks
+from openreg_lab.recording.comparison import compare_table
+from openreg_lab.views.coverage_view import treemap_nodes
 from openreg_lab.views.dispatch_explorer import key_grid
 from tests.support.views_data import training_trace
 

@@ -9,11 +9,12 @@ from html.parser import HTMLParser
 
 import pytest
 
+from openreg_lab.dispatch.families import families
 from openreg_lab.recording import breakdown, flow
 from openreg_lab.recording.lod import Pyramid
 from openreg_lab.views import charts, memory_view, static
 from openreg_lab.views._embed import plotly_text, script_json
-from openreg_lab.views.coverage_view import families, treemap_nodes
+from openreg_lab.views.coverage_view import treemap_nodes
 from openreg_lab.views.report import report_html
 from tests.support.hostile_data import PAYLOAD, hostile_memory_trace, hostile_trace, memory_trace
 
