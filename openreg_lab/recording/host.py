@@ -379,7 +379,8 @@ def with_events(events: pd.DataFrame, host_slices: pd.DataFrame | None) -> pd.Da
             "start_ns": h["start_ns"].to_numpy().astype(np.int64),
             "dur_ns": h["dur_ns"].to_numpy().astype(np.int64),
             "bytes": 0,
-            "source": [f"{f}:{line}" for f, line in zip(h["file"], h["line"], strict=True)],
+            # A folded import (Note [Folding host frames]) has no file.
+            "source": [f"{f}:{line}" if f else None for f, line in zip(h["file"], h["line"], strict=True)],
             "reason": np.where(h["wait_ns"].to_numpy() * 2 > h["dur_ns"].to_numpy(), "waiting", None),
         }
     )
