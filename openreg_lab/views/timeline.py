@@ -84,7 +84,7 @@ def rows_of(pyramid: Pyramid) -> list[dict[str, Any]]:
         lanes.setdefault(out[i]["lane"], []).append(i)
     for members in lanes.values():
         branching = [k for k, i in enumerate(members) if per_row[i] > 1]
-        shown = (branching[0] + 2) if branching else len(members)
+        shown = (branching[0] + 2) if branching else HOST_ROWS
         shown = min(max(shown, HOST_ROWS), HOST_ROWS_MAX)
         if len(members) - shown < 2:  # folding away one row saves nothing
             shown = len(members)
