@@ -9,6 +9,7 @@ from __future__ import annotations
 import dis
 import os
 import sysconfig
+import tempfile
 from dataclasses import dataclass, field
 from types import CodeType
 
@@ -339,14 +340,23 @@ def per_function(s: Samples, t0: int, step_table: pd.DataFrame, thread_index: di
     return out.sort_values(["step", "self_ns", "total_ns"], ascending=[True, False, False], ignore_index=True)
 
 
+#: Where torch.compile's Inductor writes the Python it generates, when TORCHINDUCTOR_CACHE_DIR does
+#: not say (``torchinductor_<user>`` in the temporary directory): a prefix matching any user's.
+INDUCTOR_CACHE = os.path.join(tempfile.gettempdir(), "torchinductor_")
+
+
 def library_prefixes() -> tuple[str, ...]:
-    """Files that are not the user's code: the standard library, installed packages, openreg_lab."""
+    """Files that are not the user's code: the standard library, installed packages, openreg_lab,
+    and the Python torch.compile generated (Inductor's cache directory)."""
     paths_ = sysconfig.get_paths()
     out = {os.path.dirname(os.__file__) + os.sep}
     for k in ("stdlib", "platstdlib", "purelib", "platlib"):
         if paths_.get(k):
             out.add(paths_[k] + os.sep)
     out.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
+    out.add(INDUCTOR_CACHE)
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        out.add(os.path.abspath(os.environ["TORCHINDUCTOR_CACHE_DIR"]) + os.sep)
     return tuple(sorted(out))
 
 

@@ -110,7 +110,8 @@ def opening(
     if not later or d0 <= APART * max(float(np.median(later)), 1.0):
         return {"view": [float(first["t0"]), float(last["t1"])], "apart": None}
     text = f"step {first['step']}: {theme.format_ns(d0)}, {d0 / float(np.median(later)):.0f}x the median step"
-    parts = [f"{what} {theme.format_ns(ns)}" for what, ns in _one_off(drawn, first["t0"], first["t1"]) if ns]
+    one_off = sorted(_one_off(drawn, first["t0"], first["t1"]), key=lambda p: -p[1])  # (may overlap)
+    parts = [f"{what} {theme.format_ns(ns)}" for what, ns in one_off if ns]
     text += " (" + ", ".join(parts) + ")" if parts else " (one-off work)"
     t1 = float(last["t1"]) if len(steps_list) > 1 else span
     apart = {"step": int(first["step"]), "t0": float(first["t0"]), "t1": float(first["t1"]), "text": text}
