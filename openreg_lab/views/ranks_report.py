@@ -63,6 +63,7 @@ RANK_COLUMNS = [
     ("waited_ns", "waited for others", "ns"), ("held_up_ns", "held others up", "ns"),
     ("last_at", "last at", "int"), ("blocked_ns", "blocked in wait()", "ns"),
     ("comm_ns", "communication", "ns"), ("overlap", "overlapped by compute", "pct"),
+    ("host_python", "host Python (your code's terms)", "text"),
 ]  # fmt: skip
 
 
@@ -81,10 +82,17 @@ def rank_rows(view: Any) -> pd.DataFrame:
                 "steps": len(done),
                 "median_step_ns": float(done["dur_ns"].iloc[1:].median()) if len(done) > 1 else None,
                 "fallback_share": v.shares[0].share if v.shares else None,
+                "host_python": host_line(v),
                 "headline": v.headline(),
             }
         )
     return pd.DataFrame(rows).merge(view.verdict.per_rank, on="rank", how="left")
+
+
+def host_line(v: Any) -> str:
+    """A rank's host time as its verdict names it (Note [Folding host frames]): per part of the wall
+    time it accounts (step 0, the median step), its top host Python cause."""
+    return "; ".join(f"{w.label}: {w.python[0].text()}" for w in v.time if w.python)
 
 
 def verdict_html(view: Any) -> str:

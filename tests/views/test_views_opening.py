@@ -163,3 +163,41 @@ def test_hostile_host_function_names_stay_inert_in_the_toggles_payload(slow_impo
     assert hostile not in page and "alert(1)" in page  # present, but only as escaped JSON text
     assert page.count("</script>") == page.count("<script")  # no element closed or opened by data
     assert any(hostile in lvl["strings"] for lvl in _model(page)["library_levels"])
+
+
+def test_the_merged_reports_rank_table_names_host_time_in_the_users_terms(slow_import):
+    from types import SimpleNamespace
+
+    from openreg_lab.views.ranks_report import RANK_COLUMNS, host_line, rank_rows
+
+    t = slow_import
+    v = t.verdict()
+    view = SimpleNamespace(
+        ranks=[0], traces=[t], verdict=SimpleNamespace(per_rank=pd.DataFrame({"rank": [0]}))
+    )
+    line = rank_rows(view)["host_python"].iloc[0]
+    assert line == host_line(v) and line.startswith("step 0: `import_module()` at ")
+    assert f"imported {MODULE}: " in line  # the user's line and what it imported, not importlib's frames
+    assert (
+        "_find_and_load" not in line
+        and ("host_python", "host Python (your code's terms)", "text") in RANK_COLUMNS
+    )
+
+
+def test_the_exports_draw_the_folded_lane_unless_asked_for_library_frames(slow_import, tmp_path):
+    t = slow_import
+    names = {}
+    for library in (False, True):
+        path = tmp_path / f"t{library}.json"
+        t.export_chrome_trace(path, library=library) if library else t.export_chrome_trace(path)
+        events = json.loads(path.read_text())["traceEvents"]
+        lanes = {
+            e["tid"] for e in events if e["ph"] == "M" and str(e["args"].get("name", "")).startswith("Python")
+        }
+        names[library] = sorted(e["name"] for e in events if e.get("tid") in lanes and e["ph"] == "X")
+        assert names[library] == sorted(t.host_slices(library=library)["function"])
+    assert f"import {MODULE}" in names[False] and "import_module" not in names[False]
+    assert f"import {MODULE}" in names[True] and "import_module" in names[True]
+    pb = tmp_path / "t.pftrace"
+    t.export_chrome_trace(pb)
+    assert f"import {MODULE}".encode() in pb.read_bytes() and b"import_module" not in pb.read_bytes()
