@@ -12,9 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from openreg_lab import theme
 from openreg_lab.recording import host
 from openreg_lab.recording.lod import Pyramid
-from openreg_lab.views import timeline
+from openreg_lab.views import static, timeline
 from openreg_lab.views.report import library_model, report_html
 from openreg_lab.views.timeline import Timeline, opening, rows_of, steps_of
 from tests.support.opening_trace import MODULE, SPIN_S, opening_trace
@@ -201,3 +202,20 @@ def test_the_exports_draw_the_folded_lane_unless_asked_for_library_frames(slow_i
     pb = tmp_path / "t.pftrace"
     t.export_chrome_trace(pb)
     assert f"import {MODULE}".encode() in pb.read_bytes() and b"import_module" not in pb.read_bytes()
+
+
+def test_the_static_timeline_of_a_dashboard_without_a_kernel_opens_the_same_way(slow_import):
+    t = slow_import
+    p = Pyramid(host.with_events(t.events, t.host_events))
+    rows = rows_of(p)
+    hidden = sum(bool(r.get("folded")) for r in rows)
+    svg = static.timeline_svg(p, events=t.events)
+    assert f"height='{18 + 14 * (len(rows) - hidden)}'" in svg.split(">")[0]
+    assert hidden >= 2 and f"python 0 (+{hidden} rows)" in svg
+    st = t.steps()
+    ys = {int(y) for y in re.findall(r"<rect x='[\d.]+' y='(\d+)'", svg)}
+    assert max(ys) < 18 + 14 * (len(rows) - hidden)  # no slice drawn on a folded row
+    t0 = st["start_ns"].iloc[1]
+    assert f">{theme.format_ns(t0)}</text>" in svg  # the window starts at step 1 (step 0 apart)
+    whole = static.timeline_svg(p)  # without the events: the whole trace, its Python lane folded
+    assert ">0</text>" in whole
