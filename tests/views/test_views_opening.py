@@ -19,7 +19,6 @@ from openreg_lab.views import static, timeline
 from openreg_lab.views.report import library_model, report_html
 from openreg_lab.views.timeline import Timeline, opening, rows_of, steps_of
 from tests.support.opening_trace import MODULE, SPIN_S, opening_trace
-from tests.support.views_data import training_trace
 
 
 @pytest.fixture(scope="module")
@@ -84,14 +83,14 @@ def test_the_python_lane_is_in_the_users_terms_after_the_op_lanes_and_folded(slo
     assert [bool(rows[r].get("folded")) for r in python] == [k >= shown for k in range(len(python))]
 
 
-def test_a_lane_is_folded_only_when_that_hides_two_rows_or_more():
+def test_a_lane_is_folded_only_when_that_hides_two_rows_or_more(slow_import):
     slices = pd.DataFrame(
         {
             "thread": 0, "os_thread": 1, "depth": np.arange(4), "function": [f"f{d}" for d in range(4)],
             "file": "u.py", "line": 1, "start_ns": 0, "dur_ns": 100, "wait_ns": 0, "parent": np.arange(-1, 3),
         }
     )  # fmt: skip
-    base = training_trace(steps=1).events
+    base = slow_import.events
     rows = rows_of(Pyramid(host.with_events(base, slices)))
     assert not any(r.get("folded") for r in rows)  # 4 rows: folding to 3 would hide one ...
     deeper = pd.concat([slices, slices.iloc[:3].assign(depth=[4, 5, 6], parent=[3, 4, 5])], ignore_index=True)
@@ -219,3 +218,17 @@ def test_the_static_timeline_of_a_dashboard_without_a_kernel_opens_the_same_way(
     assert f">{theme.format_ns(t0)}</text>" in svg  # the window starts at step 1 (step 0 apart)
     whole = static.timeline_svg(p)  # without the events: the whole trace, its Python lane folded
     assert ">0</text>" in whole
+
+
+def test_the_dashboards_timeline_opens_on_the_steps_with_the_library_toggle(slow_import):
+    from openreg_lab.views.dashboard import dashboard
+
+    t = slow_import
+    d = dashboard(t)
+    w = d.timeline
+    assert w.view == w.opening["view"] and w.opening["apart"]["step"] == 0
+    assert w.has_library and [r["lane"] for r in w.rows][-1] == "python 0"
+    folded = sum(bool(r.get("folded")) for r in w.rows)
+    w.library = True
+    assert w.rows == rows_of(Pyramid(host.with_events(t.events, t.host_slices(library=True))))
+    assert sum(bool(r.get("folded")) for r in w.rows) > folded  # the library's frames, folded too
