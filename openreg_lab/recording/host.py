@@ -373,7 +373,7 @@ def with_events(events: pd.DataFrame, host_slices: pd.DataFrame | None) -> pd.Da
     """``events`` followed by the host slices as rows of kind ``host`` (ids after the events', a
     parent the enclosing host slice; ``name`` the function, ``source`` its ``file:line``; ``reason``
     ``"waiting"`` for a slice whose function waited through most of it), for the timeline to draw
-    under each thread. ``events`` itself when there is no host slice."""
+    as a Python lane per thread, after the op lanes. ``events`` itself when there is no host slice."""
     if host_slices is None or host_slices.empty:
         return events
     n = len(events)
