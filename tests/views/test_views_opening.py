@@ -196,6 +196,8 @@ def test_the_exports_draw_the_folded_lane_unless_asked_for_library_frames(slow_i
         }
         names[library] = sorted(e["name"] for e in events if e.get("tid") in lanes and e["ph"] == "X")
         assert names[library] == sorted(t.host_slices(library=library)["function"])
+        (imp,) = [e for e in events if e.get("tid") in lanes and e["name"] == f"import {MODULE}"]
+        assert imp["args"]["source"] == ""  # an import frame has no file:line
     assert f"import {MODULE}" in names[False] and "import_module" not in names[False]
     assert f"import {MODULE}" in names[True] and "import_module" in names[True]
     pb = tmp_path / "t.pftrace"
