@@ -109,7 +109,7 @@ def _host_events(host: pd.DataFrame, threads: dict[int, int], pid: int) -> list[
         out.append(_meta(pid, _PYTHON_TRACK + i, label))
     for row in host.itertuples(index=False):
         waiting = row.wait_ns * 2 > row.dur_ns
-        args: dict[str, Any] = {"source": f"{row.file}:{row.line}"}
+        args: dict[str, Any] = {"source": f"{row.file}:{row.line}" if row.file else ""}  # an import: no file
         if row.wait_ns > 0:
             args["wait_ns"] = int(row.wait_ns)
         out.append(

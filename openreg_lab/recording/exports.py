@@ -20,7 +20,6 @@ class Exports:
 
     columns: Columns
     events: pd.DataFrame
-    host_events: pd.DataFrame
     job: Job | None
     dropped: int
     capacity: int
@@ -29,18 +28,22 @@ class Exports:
 
     def collectives(self) -> pd.DataFrame: ...
 
-    def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:
+    def host_slices(self, *, library: bool = False) -> pd.DataFrame: ...
+
+    def export_chrome_trace(self, path: str | os.PathLike[str], *, library: bool = False) -> None:
         """Write the trace for Perfetto (ui.perfetto.dev): a ``path`` ending in ``.pftrace``,
         ``.perfetto-trace`` or ``.pb`` gets Perfetto's own protobuf format (fast and compact, for
         millions of events: Note [Perfetto's protobuf, written in columns]); any other the Chrome
-        Trace Event JSON, which chrome://tracing also opens. Both draw the sampled Python
-        (``host_events``) as a lane per thread."""
+        Trace Event JSON, which chrome://tracing also opens. Both draw the sampled Python as a lane
+        per thread, in your code's terms (``host_slices()``: imports as one ``import <module>``
+        slice, library frames folded into your code's); ``library=True`` keeps the library frames."""
+        host = self.host_slices(library=library)
         if os.fspath(path).lower().endswith(perfetto.SUFFIXES):
             f = self.columns.fields
             shapes = (self.events["shapes"], self.events["dtypes"]) if (f["shapes"] >= 0).any() else None
-            perfetto.write(path, self.columns, self._t0, self.host_events, shapes)
+            perfetto.write(path, self.columns, self._t0, host, shapes)
             return
-        chrome.write(path, self.events, self.columns.threads, self.host_events, dropped=self.dropped,
+        chrome.write(path, self.events, self.columns.threads, host, dropped=self.dropped,
                      capacity=self.capacity)  # fmt: skip
 
     def to_kineto(self, path: str | os.PathLike[str]) -> None:

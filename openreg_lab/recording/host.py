@@ -9,6 +9,7 @@ from __future__ import annotations
 import dis
 import os
 import sysconfig
+import tempfile
 from dataclasses import dataclass, field
 from types import CodeType
 
@@ -339,14 +340,23 @@ def per_function(s: Samples, t0: int, step_table: pd.DataFrame, thread_index: di
     return out.sort_values(["step", "self_ns", "total_ns"], ascending=[True, False, False], ignore_index=True)
 
 
+#: Where torch.compile's Inductor writes the Python it generates, when TORCHINDUCTOR_CACHE_DIR does
+#: not say (``torchinductor_<user>`` in the temporary directory): a prefix matching any user's.
+INDUCTOR_CACHE = os.path.join(tempfile.gettempdir(), "torchinductor_")
+
+
 def library_prefixes() -> tuple[str, ...]:
-    """Files that are not the user's code: the standard library, installed packages, openreg_lab."""
+    """Files that are not the user's code: the standard library, installed packages, openreg_lab,
+    and the Python torch.compile generated (Inductor's cache directory)."""
     paths_ = sysconfig.get_paths()
     out = {os.path.dirname(os.__file__) + os.sep}
     for k in ("stdlib", "platstdlib", "purelib", "platlib"):
         if paths_.get(k):
             out.add(paths_[k] + os.sep)
     out.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
+    out.add(INDUCTOR_CACHE)
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        out.add(os.path.abspath(os.environ["TORCHINDUCTOR_CACHE_DIR"]) + os.sep)
     return tuple(sorted(out))
 
 
@@ -363,7 +373,7 @@ def with_events(events: pd.DataFrame, host_slices: pd.DataFrame | None) -> pd.Da
     """``events`` followed by the host slices as rows of kind ``host`` (ids after the events', a
     parent the enclosing host slice; ``name`` the function, ``source`` its ``file:line``; ``reason``
     ``"waiting"`` for a slice whose function waited through most of it), for the timeline to draw
-    under each thread. ``events`` itself when there is no host slice."""
+    as a Python lane per thread, after the op lanes. ``events`` itself when there is no host slice."""
     if host_slices is None or host_slices.empty:
         return events
     n = len(events)
@@ -379,7 +389,8 @@ def with_events(events: pd.DataFrame, host_slices: pd.DataFrame | None) -> pd.Da
             "start_ns": h["start_ns"].to_numpy().astype(np.int64),
             "dur_ns": h["dur_ns"].to_numpy().astype(np.int64),
             "bytes": 0,
-            "source": [f"{f}:{line}" for f, line in zip(h["file"], h["line"], strict=True)],
+            # A folded import (Note [Folding host frames]) has no file.
+            "source": [f"{f}:{line}" if f else None for f, line in zip(h["file"], h["line"], strict=True)],
             "reason": np.where(h["wait_ns"].to_numpy() * 2 > h["dur_ns"].to_numpy(), "waiting", None),
         }
     )

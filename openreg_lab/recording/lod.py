@@ -143,7 +143,7 @@ class Pyramid:
         rank = events["rank"].to_numpy() if "rank" in events.columns else None
         groups = [None] if rank is None else sorted({int(r) for r in np.unique(rank)})
         # Host slices (kind "host", recording/host.with_events) nest among themselves: a flame of
-        # the thread's sampled Python in the rows right under the thread's own.
+        # the thread's sampled Python in rows of its own, after every op lane.
         is_host = kind.eq("host")
         host_depth = _depth(parent, is_host) if is_host.any() else depth
         is_copy = kind.eq("copy")
@@ -154,15 +154,11 @@ class Pyramid:
         for g in groups:
             ours = np.ones(n, dtype=bool) if g is None else rank == g
             prefix = "" if g is None else f"rank {g} · "
-            for t in np.unique(np.r_[thread[is_slice & ours], thread[is_host & ours]]):
+            for t in np.unique(thread[is_slice & ours]):
                 mine = is_slice & ours & (thread == t)
                 for d in range(int(depth[mine].max()) + 1 if mine.any() else 0):
                     row_of[mine & (depth == d)] = len(rows)
                     rows.append(Row(f"{prefix}thread {int(t)}", d))
-                mine = is_host & ours & (thread == t)
-                for d in range(int(host_depth[mine].max()) + 1 if mine.any() else 0):
-                    row_of[mine & (host_depth == d)] = len(rows)
-                    rows.append(Row(f"{prefix}python {int(t)}" if t >= 0 else f"{prefix}python", d))
             for direction in ("H2D", "D2H", "D2D"):
                 mine = is_copy & ours & names.eq(direction)
                 if mine.any():
@@ -174,6 +170,17 @@ class Pyramid:
             if (is_collective & ours).any():
                 row_of[is_collective & ours] = len(rows)
                 rows.append(Row(f"{prefix}collectives", 0))
+        # The host lanes come after every op lane (Note [The timeline opens on the steps]): the
+        # rows before ``host_row`` are the same whatever host slices are drawn.
+        self.host_row = len(rows)
+        for g in groups:
+            ours = np.ones(n, dtype=bool) if g is None else rank == g
+            prefix = "" if g is None else f"rank {g} · "
+            for t in np.unique(thread[is_host & ours]):
+                mine = is_host & ours & (thread == t)
+                for d in range(int(host_depth[mine].max()) + 1):
+                    row_of[mine & (host_depth == d)] = len(rows)
+                    rows.append(Row(f"{prefix}python {int(t)}" if t >= 0 else f"{prefix}python", d))
         self.rows = rows
         self.color = _colors(kind, _Codes(*kinds.strings(events, "kernel")), names)
         if is_host.any():

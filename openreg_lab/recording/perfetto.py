@@ -292,7 +292,8 @@ def _python_lanes(h: pd.DataFrame, threads: dict[int, int]) -> dict[int, tuple[i
 
 def _host_arguments(h: pd.DataFrame, interned: _Interned) -> list[Argument]:
     """The debug annotations of the host slices: their ``file:line`` and the time they waited."""
-    source = [f"{f}:{line}" for f, line in zip(h["file"], h["line"], strict=True)]
+    # A folded import (Note [Folding host frames]) has no file: an empty source.
+    source = [f"{f}:{line}" if f else "" for f, line in zip(h["file"], h["line"], strict=True)]
     wait = h["wait_ns"].to_numpy(np.int64)
     waiting = wait * 2 > h["dur_ns"].to_numpy(np.int64)
     colour = [theme.CHROME_CNAMES["host wait" if w else "host"] for w in waiting]

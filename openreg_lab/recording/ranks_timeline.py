@@ -61,9 +61,10 @@ def job_steps(traces: Sequence[_RankTrace]) -> pd.DataFrame:
 
 
 def rank_verdicts(traces: Sequence[Any], ranks: Sequence[int], per_rank: pd.DataFrame) -> pd.DataFrame:
-    """Per rank, its own verdict's numbers (``Trace.verdict()``, the single-rank verdict: ``span_ns``,
-    complete ``steps``, the ``median_step_ns`` after the first, the ``fallback_share``, the
-    ``headline``) beside its waits and overlap (``per_rank``, ``JobVerdict.per_rank``)."""
+    """Per rank, its own verdict's numbers (``Trace.verdict()``, the single-rank verdict:
+    ``span_ns``, complete ``steps``, the ``median_step_ns`` after the first, the ``fallback_share``,
+    ``host_python`` its top host cause per part of the wall time, the ``headline``) beside its waits
+    and overlap (``per_rank``, ``JobVerdict.per_rank``)."""
     rows = []
     for r, t in zip(ranks, traces, strict=True):
         v = t.verdict()
@@ -76,7 +77,14 @@ def rank_verdicts(traces: Sequence[Any], ranks: Sequence[int], per_rank: pd.Data
                 "steps": len(done),
                 "median_step_ns": float(done["dur_ns"].iloc[1:].median()) if len(done) > 1 else None,
                 "fallback_share": v.shares[0].share if v.shares else None,
+                "host_python": host_line(v),
                 "headline": v.headline(),
             }
         )
     return pd.DataFrame(rows).merge(per_rank, on="rank", how="left")
+
+
+def host_line(v: Any) -> str:
+    """A rank's host time as its verdict names it (Note [Folding host frames]): per part of the wall
+    time it accounts (step 0, the median step), its top host Python cause."""
+    return "; ".join(f"{w.label}: {w.python[0].text()}" for w in v.time if w.python)

@@ -240,7 +240,7 @@ class Trace(Tables, Exports, Viewable):
         self._pending: tuple[Any, set[int], int] | None = None  # a stopped sampler's raw samples
         self._opener = 0  # the OS thread that opened the recording (its Python is sampled too)
         self._step_sources: list[int] = []  # per step: what ended it (steps.watch)
-        self._host_slices: pd.DataFrame | None = None
+        self._host_slices: dict[bool, pd.DataFrame] = {}  # per library=: Trace.host_slices
         # Note [Memory categories] in allocations.py: what the trace saw of the model, and its tables.
         self._watch: _observations.Watch | None = None
         self._closed_watch: _observations.Watch | None = None  # made into _observed when first read

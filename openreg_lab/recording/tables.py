@@ -37,7 +37,7 @@ class Tables:
     _closed_watch: _observations.Watch | None
     _pending: tuple | None
     _samples: _host.Samples | None
-    _host_slices: pd.DataFrame | None
+    _host_slices: dict[bool, pd.DataFrame]
     _step_sources: list[int]
     _skipped: str | None
 
@@ -106,16 +106,25 @@ class Tables:
 
     @property
     def host_events(self) -> pd.DataFrame:
+        """The sampled Python of the traced threads as flame slices (``host.SLICE_COLUMNS``), in
+        your code's terms: ``host_slices()``. The dashboard, the report and the exports draw them."""
+        return self.host_slices()
+
+    def host_slices(self, *, library: bool = False) -> pd.DataFrame:
         """The sampled Python of the traced threads as flame slices (``host.SLICE_COLUMNS``): per
         thread and depth, consecutive samples in one function merged into one slice with its
         function, file, first line, start, duration and the time it waited; empty with
-        ``trace(host=False)``. The dashboard and the report draw them under each thread."""
-        if self._host_slices is None:
-            if self.host_samples is None:
-                self._host_slices = pd.DataFrame(columns=_host.SLICE_COLUMNS)
+        ``trace(host=False)``. Imports are one ``import <module>`` slice each (no file, line 0) and
+        library frames are folded into your code's (Note [Folding host frames]); ``library=True``
+        keeps the library frames (the imports stay folded, one slice each)."""
+        if library not in self._host_slices:
+            samples = self.host_samples
+            if samples is None:
+                self._host_slices[library] = pd.DataFrame(columns=_host.SLICE_COLUMNS)
             else:
-                self._host_slices = _host.slices(self.host_samples, self._t0, self._thread_index())
-        return self._host_slices
+                folded = host_fold.fold(samples, library=library).samples
+                self._host_slices[library] = _host.slices(folded, self._t0, self._thread_index())
+        return self._host_slices[library]
 
     def host(self, *, library: bool = False) -> pd.DataFrame:
         """The sampled Python per training step, function and thread (``host.HOST_COLUMNS``):

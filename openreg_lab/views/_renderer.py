@@ -38,5 +38,6 @@ class TraceRenderer:
             coverage=coverage(trace=trace),
             verdict=trace.verdict(),
             host=trace.host_events,
+            host_library=trace.host_slices(library=True),
             memory=trace.memory(),
         )

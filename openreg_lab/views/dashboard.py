@@ -65,9 +65,12 @@ class Dashboard(w.VBox):
         op_events: str = "all",
         verdict: Verdict | None = None,
         host: pd.DataFrame | None = None,
+        host_library: Callable[[], pd.DataFrame] | None = None,
         memory: Memory | Callable[[], Memory] | None = None,
     ) -> None:
-        """``host``: the trace's host slices (``Trace.host_events``), drawn under each thread.
+        """``host``: the trace's host slices (``Trace.host_events``), drawn after the op lanes;
+        ``host_library``: what gives them with the library frames (``Trace.host_slices``), drawn
+        when the timeline's "library frames" toggle is set.
         ``memory``: the trace's ``Trace.memory()`` (or the method, called when the memory view is
         first drawn): the Memory chart is then the memory view (``views.memory_view``); without
         it, the allocator's count over time."""
@@ -102,7 +105,8 @@ class Dashboard(w.VBox):
             )
         )
         self.header = w.HTML(static.header_html(events, self.verdict, kinds=kinds))
-        self.timeline = Timeline(self.drawn, self.pyramid, layout=w.Layout(width="100%"))
+        library = (lambda: _host.with_events(events, host_library())) if host_library is not None else None
+        self.timeline = Timeline(self.drawn, self.pyramid, library=library, layout=w.Layout(width="100%"))
         devices = sorted(d for d in self.ops["device"].unique() if d != "-")
         self.table = Table(
             self.ops,
@@ -334,5 +338,6 @@ def dashboard(trace: Any) -> Dashboard:
         op_events=trace.ops,
         verdict=trace.verdict(),
         host=trace.host_events,
+        host_library=lambda: trace.host_slices(library=True),
         memory=trace.memory,
     )

@@ -8,7 +8,8 @@ completion with a dot where the late rank arrived; the collectives table; each r
 by category (``memory_ranks.peaks_by_rank``); the op explorer with a rank filter; what was merged,
 collapsed. Start-up skew does not take the clock: when the ranks' first collective waited for a
 rank still starting up, the timeline opens where it arrived (Note [The view opens after start-up
-skew]).
+skew]); it opens on the steps, step 0 apart when it was mostly one-off work (Note [The timeline opens
+on the steps]).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from openreg_lab.views._embed import plain_text
 from openreg_lab.views.op_explorer import explorer_data
 from openreg_lab.views.report import _mount_script, _timeline_levels
 from openreg_lab.views.timeline import COLOR_NAMES, PALETTE, marks_of, rows_of
+from openreg_lab.views.timeline import opening as steps_opening
 
 #: What the functions here read of a ``views.ranks_view.RanksView`` (which imports this module):
 #: ``ranks``, ``traces``, ``names``, ``table``, ``events``, ``causes``, ``verdict``, ``collectives()``.
@@ -61,6 +63,7 @@ RANK_COLUMNS = [
     ("waited_ns", "waited for others", "ns"), ("held_up_ns", "held others up", "ns"),
     ("last_at", "last at", "int"), ("blocked_ns", "blocked in wait()", "ns"),
     ("comm_ns", "communication", "ns"), ("overlap", "overlapped by compute", "pct"),
+    ("host_python", "host Python (your code's terms)", "text"),
 ]  # fmt: skip
 
 
@@ -202,6 +205,11 @@ def ranks_report_html(
     links, total_links = _links(view, rows)
     opening, opening_note = _opening(view)
     span = float(max(pyramid.span, 1))
+    # The steps' window, step 0 apart (Note [The timeline opens on the steps]), after start-up skew.
+    step_bands = _steps(view)
+    opens = steps_opening(step_bands, span, events)
+    if opening > opens["view"][0]:
+        opens["view"] = [opening, opens["view"][1] if opens["view"][1] > opening else span]
     levels, kept = _timeline_levels(pyramid, events)
     model = {
         "rows": rows,
@@ -210,10 +218,11 @@ def ranks_report_html(
         "memory_color": theme.MEMORY_COLOR,
         "mark_color": theme.MARK_COLOR,
         "marks": marks_of(pyramid),
-        "steps": _steps(view),
+        "steps": step_bands,
         "step_color": theme.STEP_BAND_COLOR,
+        "opening": opens,
         "span_ns": span,
-        "view": [opening, span],
+        "view": list(opens["view"]),
         "width": 900,
         "data": {},
         "levels": levels,

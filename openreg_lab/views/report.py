@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import html
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from openreg_lab.views import charts, memory_view, static
 from openreg_lab.views._embed import plain_text, script_json
 from openreg_lab.views.op_explorer import JS as EXPLORER_JS
 from openreg_lab.views.op_explorer import explorer_data
-from openreg_lab.views.timeline import COLOR_NAMES, PALETTE, marks_of, payload, rows_of, steps_of
+from openreg_lab.views.timeline import COLOR_NAMES, PALETTE, marks_of, opening, payload, rows_of, steps_of
 
 #: The report keeps pyramid levels of the timeline while their items stay under this many in all.
 MAX_TIMELINE_ITEMS = 60_000
@@ -48,6 +49,7 @@ def report_html(
     op_events: str = "all",
     verdict: Verdict | None = None,
     host: pd.DataFrame | None = None,
+    host_library: pd.DataFrame | None = None,
     memory: Memory | None = None,
 ) -> str:
     """The report as one HTML string (see the module's docstring): the verdict first, then the
@@ -58,6 +60,8 @@ def report_html(
 
     drawn = _host.with_events(events, host)  # the timeline draws the host slices too
     pyramid = Pyramid(drawn)
+    step_bands = steps_of(events)
+    opens = opening(step_bands, pyramid.span, drawn)
     title = title or "openreg-lab trace report"
     info = {
         "torch": torch.__version__,
@@ -95,15 +99,17 @@ def report_html(
         "memory_color": theme.MEMORY_COLOR,
         "mark_color": theme.MARK_COLOR,
         "marks": marks_of(pyramid),
-        "steps": steps_of(events),
+        "steps": step_bands,
         "step_color": theme.STEP_BAND_COLOR,
+        "opening": opens,
         "span_ns": float(max(pyramid.span, 1)),
-        "view": [0.0, float(max(pyramid.span, 1))],
+        "view": list(opens["view"]),
         "width": 900,
         "data": {},
         "levels": levels,
         "selected": -1,
         "highlight": "",
+        **library_model(events, pyramid, host_library),
     }
     plotly_js = plotly.offline.get_plotlyjs()
     ops = analysis.summary(events)
@@ -160,19 +166,47 @@ h1{{font-size:20px}} h2{{font-size:15px;margin-top:22px}} section{{margin-bottom
 """
 
 
-def _timeline_levels(pyramid: Pyramid, events: pd.DataFrame) -> tuple[list[dict[str, Any]], int]:
-    """Whole-trace payloads from the coarsest level down, while their items fit the budget."""
+def _timeline_levels(
+    pyramid: Pyramid, events: pd.DataFrame, first_row: int = 0
+) -> tuple[list[dict[str, Any]], int]:
+    """Whole-trace payloads from the coarsest level down, while their items fit the budget; only
+    the items of rows from ``first_row`` on."""
     out: list[dict[str, Any]] = []
     kept = 0
     span = max(pyramid.span, 1)
     for level in range(len(pyramid.levels) - 1, -1, -1):
         lvl = pyramid.levels[level]
-        if out and kept + len(lvl) > MAX_TIMELINE_ITEMS:
+        mine = len(lvl) - int(lvl.offsets[first_row])
+        if out and kept + mine > MAX_TIMELINE_ITEMS:
             break
         q = pyramid.query_level(level, 0, span)
+        if first_row:
+            keep = q.row >= first_row
+            q = replace(q, **{c: getattr(q, c)[keep] for c in ("start", "dur", "row", "event", "count")})
         out.append(_base64(payload(pyramid, events, q)))
         kept += len(q.start)
     return out, kept
+
+
+def library_model(
+    events: pd.DataFrame, pyramid: Pyramid, host_library: pd.DataFrame | None
+) -> dict[str, Any]:
+    """The static timeline's "library frames" toggle (Note [The timeline opens on the steps]): the
+    rows and the host rows' payloads of the events drawn with ``host_library``
+    (``Trace.host_slices(library=True)``); none without host slices."""
+    if host_library is None or host_library.empty:
+        return {"has_library": False, "library": False}
+    drawn = _host.with_events(events, host_library)
+    lib = Pyramid(drawn)
+    assert lib.host_row == pyramid.host_row  # the op rows do not depend on the host slices
+    levels, _ = _timeline_levels(lib, drawn, lib.host_row)
+    return {
+        "has_library": True,
+        "library": False,
+        "host_row": lib.host_row,
+        "library_rows": rows_of(lib),
+        "library_levels": levels,
+    }
 
 
 def _base64(p: dict[str, Any]) -> dict[str, Any]:
@@ -243,6 +277,7 @@ def write_report(
     op_events: str = "all",
     verdict: Verdict | None = None,
     host: pd.DataFrame | None = None,
+    host_library: pd.DataFrame | None = None,
     memory: Memory | None = None,
 ) -> None:
     """Write ``report_html(...)`` to ``path``; a path that cannot be written raises ``OSError``
@@ -258,6 +293,7 @@ def write_report(
         op_events=op_events,
         verdict=verdict,
         host=host,
+        host_library=host_library,
         memory=memory,
     )
     try:

@@ -19,6 +19,7 @@ from openreg_lab.recording.kinds import Kinds
 from openreg_lab.recording.lod import PALETTE, Pyramid
 from openreg_lab.recording.verdict import Verdict
 from openreg_lab.recording.verdict import verdict as verdict_of
+from openreg_lab.views.timeline import opening, rows_of, steps_of
 
 #: Rows of a static table at most; the rest are counted.
 MAX_ROWS = 30
@@ -209,36 +210,55 @@ def fallback_bars_html(fb: pd.DataFrame, sentence: str) -> str:
     return "".join(rows) + f"<div style='font:11px system-ui'>{legend}</div>"
 
 
-def timeline_svg(pyramid: Pyramid, width: int = 900) -> str:
-    """The whole trace's timeline at one level of detail, as SVG (at most ~2 items per pixel per row)."""
+def timeline_svg(pyramid: Pyramid, width: int = 900, events: pd.DataFrame | None = None) -> str:
+    """The timeline at one level of detail, as SVG (at most ~2 items per pixel per row): the whole
+    trace, or with ``events`` (the trace's) where the live timeline opens, on the steps with each
+    Python lane folded (Note [The timeline opens on the steps])."""
     gutter, row_h = 110, 14
-    q = pyramid.query(0, max(pyramid.span, 1), width - gutter)
-    h = 18 + row_h * len(pyramid.rows)
     span = max(pyramid.span, 1)
-    xs = gutter + q.start / span * (width - gutter)
-    ws = np.maximum(q.dur / span * (width - gutter), 0.6)
+    t0, t1 = 0.0, float(span)
+    rows = rows_of(pyramid)
+    if events is not None:
+        t0, t1 = opening(steps_of(events), span)["view"]
+    shown = np.cumsum([not r.get("folded") for r in rows]) - 1  # per row, its drawn index
+    drawn = [i for i, r in enumerate(rows) if not r.get("folded")]
+    q = pyramid.query(t0, t1, width - gutter)
+    h = 18 + row_h * len(drawn)
+    scale = (width - gutter) / max(t1 - t0, 1)
+    keep = np.array([not rows[r].get("folded") for r in q.row.tolist()], dtype=bool)
+    xs = gutter + np.maximum(q.start - t0, 0) * scale
+    ws = np.maximum((np.minimum(q.start + q.dur, t1) - np.maximum(q.start, t0)) * scale, 0.6)
     parts = [
         f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{h}' style='font:10px sans-serif'>"
     ]
-    for i, r in enumerate(pyramid.rows):
-        if r.depth == 0:
-            parts.append(f"<text x='2' y='{18 + i * row_h + 10}'>{html.escape(r.lane)}</text>")
+    for k, i in enumerate(drawn):
+        r = rows[i]
+        if r["depth"] == 0:
+            more = sum(1 for x in rows if x["lane"] == r["lane"] and x.get("folded"))
+            label = r["lane"] + (f" (+{more} rows)" if more else "")
+            parts.append(f"<text x='2' y='{18 + k * row_h + 10}'>{html.escape(label)}</text>")
     colors = pyramid.color[q.event]
-    for x, wd, row, c in zip(xs.tolist(), ws.tolist(), q.row.tolist(), colors.tolist(), strict=True):
+    for x, wd, row, c, kept in zip(
+        xs.tolist(), ws.tolist(), q.row.tolist(), colors.tolist(), keep, strict=True
+    ):
+        if not kept:
+            continue
         parts.append(
-            f"<rect x='{x:.1f}' y='{18 + row * row_h + 1}' width='{wd:.1f}' height='{row_h - 2}' "
+            f"<rect x='{x:.1f}' y='{18 + int(shown[row]) * row_h + 1}' width='{wd:.1f}' height='{row_h - 2}' "
             f"fill='{PALETTE[c]}'/>"
         )
     for t, name in pyramid.marks:
-        x = gutter + t / span * (width - gutter)
+        if not t0 <= t <= t1:
+            continue
+        x = gutter + (t - t0) * scale
         parts.append(
             f"<line x1='{x:.1f}' x2='{x:.1f}' y1='0' y2='{h}' stroke='{theme.MARK_COLOR}' "
             "stroke-dasharray='3 2'/>"
         )
         parts.append(f"<text x='{x + 2:.1f}' y='10' fill='{theme.MARK_COLOR}'>{html.escape(name)}</text>")
     parts.append(
-        f"<text x='{gutter}' y='10' fill='#555'>0</text>"
-        f"<text x='{width - 60}' y='10' fill='#555'>{theme.format_ns(span)}</text>"
+        f"<text x='{gutter}' y='10' fill='#555'>{theme.format_ns(t0) if t0 else 0}</text>"
+        f"<text x='{width - 60}' y='10' fill='#555'>{theme.format_ns(t1)}</text>"
     )
     parts.append("</svg>")
     note = ""
@@ -280,7 +300,7 @@ def dashboard_html(
             if verdict is not None
             else verdict_of(events, dropped=dropped, capacity=capacity, op_events=op_events),
         ),
-        timeline_svg(pyramid),
+        timeline_svg(pyramid, events=events),
         "<h4>Ops</h4>",
         table_html(ops, OP_COLUMNS),
         "<h4>Fallbacks</h4>",

@@ -108,8 +108,28 @@ function buildDom(el, model, zoom) {
   const zoomIn = button(bar, "+", "zoom in (or scroll on the timeline)");
   const zoomOut = button(bar, "−", "zoom out");
   const reset = button(bar, "reset", "show the whole trace (or double-click)");
+  const opening = model.get("opening") || {};
+  const stepsButton =
+    (model.get("steps") || []).length > 0 ? button(bar, "steps", "show the steps (where the timeline opens)") : null;
+  let apartButton = null;
+  if (opening.apart) {
+    apartButton = button(bar, `step ${opening.apart.step}`, opening.apart.text);
+    apartButton.className = "openreg-step-apart";
+  }
   const picker = stepPicker(model.get("steps") || [], zoom);
   if (picker) bar.appendChild(picker);
+  let libraryBox = null;
+  if (model.get("has_library")) {
+    const label = document.createElement("label");
+    label.title = "draw the host's Python with the frames of the standard library and installed packages";
+    label.style.cssText = "display:flex;gap:3px;align-items:center;cursor:pointer";
+    libraryBox = document.createElement("input");
+    libraryBox.type = "checkbox";
+    libraryBox.className = "openreg-library-frames";
+    libraryBox.checked = !!model.get("library");
+    label.append(libraryBox, document.createTextNode("library frames"));
+    bar.appendChild(label);
+  }
   const status = document.createElement("span");
   status.className = "openreg-timeline-status";
   status.style.cssText = "color:#555;margin-left:8px";
@@ -135,7 +155,7 @@ function buildDom(el, model, zoom) {
   });
   root.append(bar, canvas, tip, legend);
   el.appendChild(root);
-  return { zoomIn, zoomOut, reset, status, canvas, tip };
+  return { zoomIn, zoomOut, reset, stepsButton, apartButton, libraryBox, status, canvas, tip };
 }
 
 // --- the view: which time window is drawn, at what width ----------------------------------------
@@ -162,16 +182,48 @@ function makeView(model, el) {
   return v;
 }
 
-function layoutHeight(model, payload) {
+// The rows drawn (Note [The timeline opens on the steps] in timeline.py): each Python lane
+// folded to its first rows (those not marked `folded`) unless its lane is in `expanded`.
+// `y[r]` is row r's display index, -1 when hidden; `at[k]` the row at display index k.
+function layoutRows(rows, expanded) {
+  const y = new Int32Array(rows.length);
+  const at = [];
+  const hidden = {};
+  rows.forEach((r, i) => {
+    if (r.folded && !expanded.has(r.lane)) {
+      y[i] = -1;
+      hidden[r.lane] = (hidden[r.lane] || 0) + 1;
+    } else {
+      y[i] = at.length;
+      at.push(i);
+    }
+  });
+  return { rows, y, at, hidden, count: at.length };
+}
+
+function layoutHeight(lay, payload) {
   const counters = (payload && payload.counters) || [];
-  return RULER_H + model.get("rows").length * ROW_H + counters.length * COUNTER_H + 6;
+  return RULER_H + lay.count * ROW_H + counters.length * COUNTER_H + 6;
 }
 
 // The payload to draw: the coarsest one fine enough for the zoom, else the finest there is. A live
 // widget has `data` (for the current window); the static report has whole-trace `levels`.
-function pickPayload(model, v) {
-  const live = model.get("data");
-  const levels = model.get("levels") || [];
+
+// What to draw: the rows and the payloads, each with the rows it may draw (`below`). The static
+// report's "library frames" toggle draws the op rows of `levels` and the host rows of
+// `library_levels` (Note [The timeline opens on the steps]); a live widget's Python swaps `rows`
+// and `data` itself.
+function current(model, v) {
+  const lib = model.get("library") && model.get("library_levels");
+  const main = pickPayload(model.get("data"), model.get("levels") || [], v);
+  if (!lib) return { rows: model.get("rows"), parts: main ? [{ p: main, below: Infinity }] : [] };
+  const parts = [];
+  if (main) parts.push({ p: main, below: model.get("host_row") });
+  const host = pickPayload(null, lib, v);
+  if (host) parts.push({ p: host, below: Infinity });
+  return { rows: model.get("library_rows"), parts };
+}
+function pickPayload(live, levels, v) {
   const all = [];
   if (live && live.start) all.push(live);
   for (const l of levels) all.push(l);
@@ -209,10 +261,28 @@ function drawRuler(ctx, v, h) {
 
 // Training steps (Trace.steps()): a shaded band every other step, its number at the bottom.
 function drawStepBands(ctx, v, h, model) {
+  const apart = (model.get("opening") || {}).apart;
   (model.get("steps") || []).forEach((s, k) => {
     const xa = Math.max(v.x(s.t0), GUTTER);
     const xb = Math.min(v.x(s.t1), v.width);
     if (xb <= xa) return;
+    if (apart && k === 0) {
+      // Step 0 shown apart: one-off work (imports, compilation), hatched, its time said.
+      ctx.fillStyle = "rgba(230,159,0,0.10)";
+      ctx.fillRect(xa, RULER_H, xb - xa, h - RULER_H);
+      ctx.strokeStyle = "rgba(230,159,0,0.25)";
+      ctx.beginPath();
+      for (let x = xa - (h - RULER_H); x < xb; x += 14) {
+        ctx.moveTo(Math.max(x, xa), RULER_H + Math.max(xa - x, 0));
+        ctx.lineTo(Math.min(x + h - RULER_H, xb), RULER_H + Math.min(xb - x, h - RULER_H));
+      }
+      ctx.stroke();
+      if (xb - xa > 60) {
+        ctx.fillStyle = "#8a5a00";
+        ctx.fillText(apart.text, xa + 3, h - 4);
+      }
+      return;
+    }
     if (k % 2 === 0) {
       ctx.fillStyle = model.get("step_color") || "rgba(29,53,87,0.07)";
       ctx.fillRect(xa, RULER_H, xb - xa, h - RULER_H);
@@ -224,40 +294,56 @@ function drawStepBands(ctx, v, h, model) {
   });
 }
 
-function drawLanes(ctx, v, rows) {
-  rows.forEach((r, i) => {
-    const y = RULER_H + i * ROW_H;
-    if (r.depth === 0) {
-      ctx.fillStyle = "#f1f3f5";
-      ctx.fillRect(0, y, v.width, 1);
-      ctx.fillStyle = "#333";
+// Lane labels; a Python lane's says whether it is folded (click the label to expand it).
+function drawLanes(ctx, v, lay, expanded) {
+  lay.at.forEach((i, k) => {
+    const r = lay.rows[i];
+    const y = RULER_H + k * ROW_H;
+    if (r.depth !== 0) return;
+    ctx.fillStyle = "#f1f3f5";
+    ctx.fillRect(0, y, v.width, 1);
+    ctx.fillStyle = "#333";
+    if (!r.host) {
       ctx.fillText(r.lane, 4, y + 13);
+      return;
     }
+    const more = lay.hidden[r.lane] || 0;
+    const open = expanded.has(r.lane);
+    if (!more && !open) {
+      ctx.fillText(r.lane, 4, y + 13);
+      return;
+    }
+    ctx.fillText(`${open ? "▾" : "▸"} ${r.lane}`, 4, y + 13);
+    ctx.fillStyle = "#1d3557";
+    ctx.fillText(open ? "fold" : `+${more} rows`, 14, y + 13 + ROW_H);
   });
 }
 
 // The slices, one pass per colour as Perfetto draws; then labels on slices wide enough to hold
 // them, and outlines for the selected event and the highlighted op name.
-function drawSlices(ctx, v, p, model) {
+function drawSlices(ctx, v, part, model, lay) {
+  const p = part.p;
   const palette = model.get("palette");
   const n = p.start.length;
+  const shown = (i) => p.row[i] < part.below && lay.y[p.row[i]] >= 0;
   for (let c = 0; c < palette.length; c++) {
     ctx.fillStyle = palette[c];
     for (let i = 0; i < n; i++) {
-      if (p.color[i] !== c) continue;
+      if (p.color[i] !== c || !shown(i)) continue;
       const xa = Math.max(v.x(p.start[i]), GUTTER);
       const xb = Math.min(v.x(p.start[i] + p.dur[i]), v.width);
       if (xb < GUTTER || xa > v.width) continue;
-      ctx.fillRect(xa, RULER_H + p.row[i] * ROW_H + 2, Math.max(xb - xa, 1), ROW_H - 3);
+      ctx.fillRect(xa, RULER_H + lay.y[p.row[i]] * ROW_H + 2, Math.max(xb - xa, 1), ROW_H - 3);
     }
   }
   const selected = model.get("selected");
   const highlight = model.get("highlight");
   const names = p.strings || [];
   for (let i = 0; i < n; i++) {
+    if (!shown(i)) continue;
     const xa = Math.max(v.x(p.start[i]), GUTTER);
     const xb = Math.min(v.x(p.start[i] + p.dur[i]), v.width);
-    const y = RULER_H + p.row[i] * ROW_H;
+    const y = RULER_H + lay.y[p.row[i]] * ROW_H;
     const label = names[p.name[i]] || "";
     if (xb - xa > 40) {
       ctx.save();
@@ -278,8 +364,8 @@ function drawSlices(ctx, v, p, model) {
   }
 }
 
-function drawCounters(ctx, v, p, model) {
-  const base = RULER_H + model.get("rows").length * ROW_H;
+function drawCounters(ctx, v, p, model, lay) {
+  const base = RULER_H + lay.count * ROW_H;
   (p.counters || []).forEach((c, k) => {
     const y0 = base + k * COUNTER_H;
     ctx.fillStyle = "#333";
@@ -334,25 +420,27 @@ function drawCursor(ctx, v, h, model) {
 // Several ranks (the merged report): a rule above each rank's lane group, and each collective drawn
 // across the ranks at its completion, from the first rank's collectives lane to the last's, with a
 // dot on the lane of the rank the others waited for. `links` is absent for one trace.
-function drawRankLinks(ctx, v, h, model) {
+function drawRankLinks(ctx, v, h, model, lay) {
   const links = model.get("links");
   if (!links) return;
-  const rows = model.get("rows");
   let group = null;
-  rows.forEach((r, i) => {
+  lay.at.forEach((i, k) => {
+    const r = lay.rows[i];
     const g = r.lane.split(" · ")[0];
     if (g !== group && r.depth === 0) {
       group = g;
       ctx.fillStyle = "#5c677d";
-      ctx.fillRect(0, RULER_H + i * ROW_H, v.width, 2);
+      ctx.fillRect(0, RULER_H + k * ROW_H, v.width, 2);
     }
   });
   const color = model.get("link_color") || "#6d597a";
   for (const l of links) {
     const px = v.x(l.t);
     if (px < GUTTER || px > v.width || !l.rows.length) continue;
-    const ya = RULER_H + Math.min(...l.rows) * ROW_H + 2;
-    const yb = RULER_H + Math.max(...l.rows) * ROW_H + ROW_H - 2;
+    const ys = l.rows.map((r) => lay.y[r]).filter((k) => k >= 0);
+    if (!ys.length) continue;
+    const ya = RULER_H + Math.min(...ys) * ROW_H + 2;
+    const yb = RULER_H + Math.max(...ys) * ROW_H + ROW_H - 2;
     ctx.strokeStyle = color;
     ctx.globalAlpha = 0.55;
     ctx.beginPath();
@@ -360,26 +448,29 @@ function drawRankLinks(ctx, v, h, model) {
     ctx.lineTo(px, yb);
     ctx.stroke();
     ctx.globalAlpha = 1;
-    if (l.late >= 0) {
+    if (l.late >= 0 && lay.y[l.late] >= 0) {
       const lx = Math.max(v.x(l.arrived), GUTTER);
       ctx.fillStyle = color;
       ctx.beginPath();
-      ctx.arc(lx, RULER_H + l.late * ROW_H + ROW_H / 2, 3, 0, 2 * Math.PI);
+      ctx.arc(lx, RULER_H + lay.y[l.late] * ROW_H + ROW_H / 2, 3, 0, 2 * Math.PI);
       ctx.fill();
     }
   }
 }
 
 // What the status line says: how many items are in view and whether they stand for more slices.
-function showStatus(status, v, p) {
+function showStatus(status, v, parts) {
   let shown = 0;
   let total = 0;
-  for (let i = 0; i < p.start.length; i++) {
-    if (p.start[i] < v.t1 && p.start[i] + Math.max(p.dur[i], 1) > v.t0) {
-      shown++;
-      total += p.count[i];
+  for (const { p, below } of parts) {
+    for (let i = 0; i < p.start.length; i++) {
+      if (p.row[i] < below && p.start[i] < v.t1 && p.start[i] + Math.max(p.dur[i], 1) > v.t0) {
+        shown++;
+        total += p.count[i];
+      }
     }
   }
+  const p = parts[0].p;
   status.textContent =
     p.level >= 0
       ? `aggregated: ${shown.toLocaleString()} marks stand for ${total.toLocaleString()} slices in view ` +
@@ -392,20 +483,37 @@ function showStatus(status, v, p) {
 
 // --- pointing: which item is under the mouse, and what its tooltip says --------------------------
 
-function itemAt(v, p, rowCount, px, py) {
-  if (!p || px < GUTTER) return -1;
-  const r = Math.floor((py - RULER_H) / ROW_H);
-  if (r < 0 || r >= rowCount) return -1;
+// The item under (px, py): {p, i}, or null.
+function itemAt(v, parts, lay, px, py) {
+  if (!parts || px < GUTTER) return null;
+  const k = Math.floor((py - RULER_H) / ROW_H);
+  if (k < 0 || k >= lay.count) return null;
+  const r = lay.at[k];
   const t = v.tAt(px);
   const slack = ((v.t1 - v.t0) / (v.width - GUTTER)) * 2;
-  let best = -1;
-  for (let i = 0; i < p.start.length; i++) {
-    if (p.row[i] !== r) continue;
-    if (p.start[i] - slack <= t && t <= p.start[i] + p.dur[i] + slack) {
-      if (best < 0 || p.dur[i] < p.dur[best]) best = i;
+  let best = null;
+  for (const { p, below } of parts) {
+    if (r >= below) continue;
+    for (let i = 0; i < p.start.length; i++) {
+      if (p.row[i] !== r) continue;
+      if (p.start[i] - slack <= t && t <= p.start[i] + p.dur[i] + slack) {
+        if (!best || p.dur[i] < best.p.dur[best.i]) best = { p, i };
+      }
     }
   }
   return best;
+}
+
+// The Python lane whose label (or its "+N rows" line under it) is at (px, py), or null.
+function laneLabelAt(lay, px, py) {
+  if (px >= GUTTER) return null;
+  const k = Math.floor((py - RULER_H) / ROW_H);
+  for (const j of [k, k - 1]) {
+    if (j < 0 || j >= lay.count) continue;
+    const r = lay.rows[lay.at[j]];
+    if (r.host && r.depth === 0) return r.lane;
+  }
+  return null;
 }
 
 function tipText(p, i) {
@@ -421,16 +529,21 @@ function tipText(p, i) {
 
 function render({ model, el }) {
   let v = null;
-  let payload = null;
+  let parts = null;
+  let lay = null;
   let pending = null;
+  const expanded = new Set(); // Python lanes unfolded by a click on their label
   const dom = buildDom(el, model, (a, b) => (a === null ? setView(0, v.span) : setView(a, b)));
   const { status, canvas, tip } = dom;
   v = makeView(model, el);
 
   function draw() {
-    payload = pickPayload(model, v);
+    const cur = current(model, v);
+    parts = cur.parts;
+    lay = layoutRows(cur.rows || [], expanded);
+    const payload = parts.length ? parts[0].p : null;
     const dpr = window.devicePixelRatio || 1;
-    const h = layoutHeight(model, payload);
+    const h = layoutHeight(lay, payload);
     canvas.width = v.width * dpr;
     canvas.height = h * dpr;
     canvas.style.width = v.width + "px";
@@ -442,14 +555,16 @@ function render({ model, el }) {
     ctx.fillRect(0, 0, v.width, h);
     drawRuler(ctx, v, h);
     drawStepBands(ctx, v, h, model);
-    drawLanes(ctx, v, model.get("rows"));
+    drawLanes(ctx, v, lay, expanded);
+    canvas.dataset.rows = String(lay.count);
+    canvas.dataset.folded = String(Object.values(lay.hidden).reduce((a, b) => a + b, 0));
     if (!payload) return;
-    drawSlices(ctx, v, payload, model);
-    drawCounters(ctx, v, payload, model);
+    for (const part of parts) drawSlices(ctx, v, part, model, lay);
+    drawCounters(ctx, v, payload, model, lay);
     drawMarks(ctx, v, h, model);
     drawCursor(ctx, v, h, model);
-    drawRankLinks(ctx, v, h, model);
-    showStatus(status, v, payload);
+    drawRankLinks(ctx, v, h, model, lay);
+    showStatus(status, v, parts);
   }
 
   // Show [a, b) (at least 1 µs, within the trace), then tell Python (a live widget) the window.
@@ -499,12 +614,13 @@ function render({ model, el }) {
       if (drag.moved) setView(drag.t0 - dt, drag.t1 - dt);
       return;
     }
-    const i = itemAt(v, payload, model.get("rows").length, e.offsetX, e.offsetY);
-    if (i < 0) {
+    const hit = itemAt(v, parts, lay, e.offsetX, e.offsetY);
+    canvas.style.cursor = laneLabelAt(lay, e.offsetX, e.offsetY) ? "pointer" : "grab";
+    if (!hit) {
       tip.style.display = "none";
       return;
     }
-    tip.textContent = tipText(payload, i);
+    tip.textContent = tipText(hit.p, hit.i);
     tip.style.display = "block";
     tip.style.left = Math.min(e.offsetX + 12, v.width - 300) + "px";
     tip.style.top = e.offsetY + 40 + "px";
@@ -512,9 +628,16 @@ function render({ model, el }) {
   canvas.addEventListener("mouseleave", () => (tip.style.display = "none"));
   canvas.addEventListener("click", (e) => {
     if (drag && drag.moved) return;
-    const i = itemAt(v, payload, model.get("rows").length, e.offsetX, e.offsetY);
-    if (i < 0) return;
-    model.set("selected", payload.event[i]);
+    const lane = laneLabelAt(lay, e.offsetX, e.offsetY);
+    if (lane !== null) {
+      if (expanded.has(lane)) expanded.delete(lane);
+      else expanded.add(lane);
+      draw();
+      return;
+    }
+    const hit = itemAt(v, parts, lay, e.offsetX, e.offsetY);
+    if (!hit) return;
+    model.set("selected", hit.p.event[hit.i]);
     model.save_changes();
     draw();
   });
@@ -522,6 +645,16 @@ function render({ model, el }) {
   dom.zoomIn.onclick = () => setView(v.t0 + (v.t1 - v.t0) * 0.25, v.t1 - (v.t1 - v.t0) * 0.25);
   dom.zoomOut.onclick = () => setView(v.t0 - (v.t1 - v.t0) * 0.5, v.t1 + (v.t1 - v.t0) * 0.5);
   dom.reset.onclick = () => setView(0, v.span);
+  const opening = model.get("opening") || {};
+  if (dom.stepsButton && opening.view) dom.stepsButton.onclick = () => setView(opening.view[0], opening.view[1]);
+  if (dom.apartButton) dom.apartButton.onclick = () => setView(opening.apart.t0, opening.apart.t1);
+  if (dom.libraryBox) {
+    dom.libraryBox.addEventListener("change", () => {
+      model.set("library", dom.libraryBox.checked);
+      model.save_changes();
+      draw();
+    });
+  }
 
   // A window set from outside (another view, or Python): adopt it; our own echo changes nothing.
   model.on("change:view", () => {

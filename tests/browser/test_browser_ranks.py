@@ -59,6 +59,17 @@ def test_the_merged_report_names_the_straggler(browser: Any, job_report: tuple[A
     assert len(links) == 3 and all(len(link["rows"]) == 2 for link in links)
     status = page.locator(".openreg-timeline-status")
     assert "slices in view" in status.inner_text()
+    # It opens on the steps (Note [The timeline opens on the steps]): from the first step shown
+    # (step 0 apart when it was mostly one-off work) to the last one's end, on the merged clock.
+    model = page.evaluate(
+        "(() => { const m = window.openregReport.timeline; "
+        "return {view: m.get('view'), opening: m.get('opening'), steps: m.get('steps')}; })()"
+    )
+    steps = model["steps"]
+    assert model["view"] == model["opening"]["view"]
+    if steps:
+        first = steps[1] if model["opening"]["apart"] else steps[0]
+        assert model["view"][0] >= first["t0"] and model["view"][1] == steps[-1]["t1"]
     # The op explorer's rank filter.
     page.locator(".openreg-op-rank").select_option("1")
     ranks = page.locator(".openreg-op-row td:first-child").all_inner_texts()

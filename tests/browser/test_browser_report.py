@@ -75,6 +75,7 @@ def test_the_report_opens_on_the_verdict_and_zooms_to_a_step(browser: Any, repor
     assert len(options) == len(steps) + 1 and options[0] == f"all {len(steps)} steps"
     assert [o.split(":")[0] for o in options[1:]] == [f"step {n}" for n in steps["step"]]
     status = page.locator(".openreg-timeline-status")
+    page.locator("#timeline").get_by_role("button", name="reset", exact=True).click()  # the whole trace
     whole = int(status.get_attribute("data-items"))
     picker.select_option("1")  # by value: the step at position 1
     page.wait_for_timeout(300)

@@ -153,12 +153,15 @@ def test_host_events_are_a_flame_under_each_thread(slow_step0):
     assert (
         (inner["start_ns"] + inner["dur_ns"]).to_numpy() <= (outer["start_ns"] + outer["dur_ns"]).to_numpy()
     ).all()
-    # The timeline draws them in "python <thread>" rows right under the thread's own rows.
+    # The timeline draws them in "python <thread>" rows after every op lane (Note [The timeline
+    # opens on the steps]): the thread's own rows, then its copies and casts, then its Python.
     p = Pyramid(host.with_events(slow_step0.events, ev))
     lanes = [r.lane for r in p.rows]
     main = int(b["thread"].iloc[0])
     first_python = lanes.index(f"python {main}")
-    assert lanes[first_python - 1] == f"thread {main}"
+    assert first_python == p.host_row and f"thread {main}" in lanes[:first_python]
+    assert not any(lane.startswith("python") for lane in lanes[:first_python])
+    assert all(lane.startswith("python") for lane in lanes[first_python:])
     assert (
         sum(lane == f"python {main}" for lane in lanes)
         == int(ev.loc[ev["thread"] == main, "depth"].max()) + 1

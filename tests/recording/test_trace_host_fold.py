@@ -161,6 +161,19 @@ def test_an_import_sampled_while_finding_its_module_is_named_from_its_execution(
     assert key[0] == "import pkg.sub" and accounting._where(key[1], line) == ""
 
 
+def test_the_python_torch_compile_generated_folds_into_the_users_line(monkeypatch, tmp_path):
+    root = os.sep + os.path.join("work", "proj") + os.sep
+    user = [("<module>", root + "train.py", 1), ("step", root + "train.py", 9)]
+    generated = os.path.join(host.INDUCTOR_CACHE + "someone", "ab", "cabcdef.py")  # Inductor's output
+    s = samples_of([[*user, ("<module>", generated, 1), ("call", generated, 40)]])
+    assert stack_of(host_fold.fold(s), 0) == ["<module>", "step"]
+    assert stack_of(host_fold.fold(s, library=True), 0) == ["<module>", "step", "<module>", "call"]
+    # A cache directory set by TORCHINDUCTOR_CACHE_DIR is the compiler's too.
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    moved = samples_of([[*user, ("call", str(tmp_path / "ab" / "c.py"), 40)]])
+    assert stack_of(host_fold.fold(moved), 0) == ["<module>", "step"]
+
+
 def stack_of(f: host_fold.Folded, sample: int) -> list[str]:
     """The folded stack of one sample, root first, by function."""
     s = f.samples
