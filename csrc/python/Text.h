@@ -9,8 +9,9 @@
 // library code and its line lost. Text crosses between Python and the table
 // with the "surrogatepass" handler both ways: valid text is plain UTF-8, and a
 // lone surrogate is kept as its three-byte form and comes back as itself. The
-// trace file stores such strings as JSON's \udcXX escapes, and the views show
-// them escaped (openreg_lab/recording/_text.py).
+// trace file's header keeps them the same way (Note [Header text] in
+// openreg_lab/recording/files.py), and the views show them escaped
+// (openreg_lab/recording/text.py).
 
 #include <pybind11/pybind11.h>
 

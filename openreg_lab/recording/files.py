@@ -100,8 +100,8 @@ def save(
     if observed is not None:  # Note [Memory observations in a trace file]
         header["memory"], more = _memory_file.pack(observed)
         arrays.update(more)
-    # ensure_ascii: a lone surrogate (a file name's undecodable byte) is stored as its \\udcXX escape.
-    arrays["header"] = np.frombuffer(json.dumps(header, ensure_ascii=True).encode(), dtype=np.uint8)
+    text = json.dumps(header, ensure_ascii=False).encode("utf-8", "surrogatepass")  # Note [Header text]
+    arrays["header"] = np.frombuffer(text, dtype=np.uint8)
     with atomic.replacing(path) as f:  # Note [Where an output may go]
         _archive.write(f, arrays)
 
@@ -163,6 +163,17 @@ def read(path: str | os.PathLike[str]) -> Saved:
     )
 
 
+# Note [Header text]
+# The header is JSON holding the recorder's string table, and a Python string may hold surrogate
+# code points (a file name's undecodable byte, "caf\udce9"; anything a mark was given). JSON's
+# \uXXXX escapes cannot keep a high surrogate followed by a low one apart from the character the
+# pair encodes: "a\ud83d\ude00b" (four code points) was read back as "a\U0001f600b" (three).
+# So the header is written with every character as itself and encoded with the "surrogatepass"
+# handler (a surrogate code point as its three-byte form, a character beyond the BMP as its
+# four-byte UTF-8), and read back the same way: every string comes back equal. A header without
+# surrogates is plain UTF-8; files written with ASCII escapes before read as they did.
+
+
 def _header(data: _archive.Archive) -> dict[str, Any]:
     """The header of the archive ``data``: its magic and version checked (``NotATrace``, ``_Version``
     or ``_Damaged``)."""
@@ -175,7 +186,7 @@ def _header(data: _archive.Archive) -> dict[str, Any]:
     if raw.dtype != np.uint8 or raw.ndim != 1:
         raise _archive.NotATrace(f"its header.npy holds {raw.dtype} of {raw.ndim} dimensions, not text")
     try:
-        header = json.loads(raw.tobytes().decode("utf-8"))
+        header = json.loads(raw.tobytes().decode("utf-8", "surrogatepass"))  # Note [Header text]
     except (ValueError, RecursionError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise _archive.NotATrace(f"its header is not JSON text ({type(e).__name__})") from None
     if not isinstance(header, dict):

@@ -77,7 +77,7 @@ def test_every_damaged_file_gets_our_value_error(tmp_path, damage, message):
     _rich_trace().save(path)
     with np.load(path) as data:
         arrays = {k: data[k].copy() for k in data.files}
-    header = json.loads(bytes(arrays["header"]).decode())
+    header = json.loads(bytes(arrays["header"]).decode("utf-8", "surrogatepass"))  # Note [Header text]
     damage(arrays, header)
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     bad = tmp_path / "bad.trace"

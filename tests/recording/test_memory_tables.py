@@ -271,7 +271,7 @@ def test_a_memory_header_naming_an_unknown_category_is_refused(tmp_path):
     good = tmp_path / "good.trace"
     t.save(good)
     with zipfile.ZipFile(good) as z, z.open("header.npy") as f:
-        header = json.loads(bytes(np.load(f)).decode())
+        header = json.loads(bytes(np.load(f)).decode("utf-8", "surrogatepass"))  # Note [Header text]
     header["memory"]["categories"][0] = "<b>weights</b>"
     raw = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     _rewrite(good, tmp_path / "bad.trace", header=raw)
@@ -307,7 +307,7 @@ def test_a_version_1_file_says_its_allocations_cannot_be_paired(tmp_path):
     t.save(tmp_path / "v2.trace")
     with np.load(tmp_path / "v2.trace") as data:
         kind, dispatch = data["f_kind"], data["f_dispatch"].copy()
-        header = json.loads(bytes(data["header"]).decode())
+        header = json.loads(bytes(data["header"]).decode("utf-8", "surrogatepass"))  # Note [Header text]
     memory = np.isin(kind, [5, 6, 13, 14])  # before version 2 a memory event named no block
     dispatch[memory] = 0
     header["version"] = 1

@@ -38,7 +38,7 @@ def arrays(tmp_path_factory: pytest.TempPathFactory) -> dict[str, np.ndarray]:
 
 def _write(arrays: dict[str, np.ndarray], damage: Damage, path: Path) -> Path:
     a = {k: v.copy() for k, v in arrays.items()}
-    header = json.loads(bytes(a["header"]).decode())
+    header = json.loads(bytes(a["header"]).decode("utf-8", "surrogatepass"))  # Note [Header text]
     header = damage(a, header) or header
     a["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     with open(path, "wb") as f:

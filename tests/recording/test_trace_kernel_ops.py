@@ -207,7 +207,7 @@ def test_the_mode_survives_a_file_and_old_files_read_as_every_op(tmp_path):
     def rewrite(change) -> None:
         with np.load(path) as data:
             arrays = {k: data[k] for k in data.files}
-        header = json.loads(bytes(arrays["header"]).decode())
+        header = json.loads(bytes(arrays["header"]).decode("utf-8", "surrogatepass"))  # Note [Header text]
         change(header)
         arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
         with open(path, "wb") as f:
