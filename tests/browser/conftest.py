@@ -60,10 +60,21 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
+# Note [A server per front end]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# The tier starts one JupyterLab server and one Notebook 7 server, each once (session scope; pytest
+# runs every test of one front end before the other's). One `jupyter lab` could serve both, as it
+# loads Notebook 7's server extension, but then Notebook 7's pages are not the ones `jupyter
+# notebook` serves: JupyterLab's page handler writes each page's settings (`treePath`, `mode`,
+# `workspace`) into the server's shared `page_config_data`, which Notebook 7's handler copies into
+# its own pages, and Notebook 7 then runs `filebrowser:open-path`, a command it does not have (a
+# page error in every Notebook 7 test run after a JupyterLab one). A Notebook 7 server costs one
+# start in the default selection (17 s at a load average of 12).
 @pytest.fixture(scope="session", params=FRONTENDS)
 def jupyter(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[JupyterServer]:
+    """A Jupyter server for the front end ``lab`` or ``notebook`` (Note [A server per front end])."""
     frontend = request.param
     base = tmp_path_factory.mktemp(f"jupyter-{frontend}")
     root = base / "root"

@@ -2,7 +2,7 @@
 
 The extension is compiled with -fopenmp and linked against torch/lib/libgomp.so.1, so that
 at::parallel_for in csrc/aten/native/ splits large tensors over torch.get_num_threads() threads.
-Each check that needs a fresh OpenMP thread pool runs in its own interpreter. The numerics checks
+Each check that needs a fresh OpenMP thread pool runs in a child forked for it. The numerics checks
 run under the fallback policy "error", so every op they time is an openreg kernel.
 """
 
@@ -73,16 +73,17 @@ def test_extension_links_torchs_openmp_runtime() -> None:
 
 # The OpenMP pool starts num_threads - 1 workers at the first parallel region and keeps them:
 # counting the process's threads around an op shows whether it ran in parallel. Each op needs a
-# process whose pool has not started: one interpreter per thread count imports torch once and
-# forks a child per op before any parallel region ran (a fork copies only the calling thread).
+# process whose pool has not started: one interpreter imports torch once and forks a child per
+# thread count and op before any parallel region ran (a fork copies only the calling thread); the
+# child sets its thread count first. One interpreter for every thread count: each costs an
+# `import torch` (about 2.5 CPU seconds), and the parent never starts its pool.
 THREADS_AROUND_OPS = """
 import json, os, torch, openreg_lab
-torch.set_num_threads({threads})
 openreg_lab.set_fallback_policy("error")
 def count():
     return len(os.listdir("/proc/self/task"))
-def child(op):
-    torch.set_num_threads({threads})
+def child(op, threads):
+    torch.set_num_threads(threads)
     big = torch.empty({n}, device="openreg")  # no kernel touches its elements
     small = torch.empty(64, device="openreg")
     before = count()
@@ -94,23 +95,25 @@ def child(op):
     torch.openreg.synchronize()
     return [before, after_small, count()]
 out = {{}}
-for name, op in {ops!r}.items():
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            os.write(w, json.dumps(child(op)).encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as f:
-        text = f.read()
-    os.waitpid(pid, 0)
-    out[name] = json.loads(text) if text else "the child wrote nothing"
+for threads in {thread_counts!r}:
+    for name, op in {ops!r}.items():
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            try:
+                os.write(w, json.dumps(child(op, threads)).encode())
+            finally:
+                os._exit(0)
+        os.close(w)
+        with os.fdopen(r) as f:
+            text = f.read()
+        os.waitpid(pid, 0)
+        out[f"{{threads}} {{name}}"] = json.loads(text) if text else "the child wrote nothing"
 print(json.dumps(out))
 """
 
+THREAD_COUNTS = [1, 2, 3]
 LARGE_OPS = {
     "add": "torch.add(big, big)",
     "mul_": "big.mul_(2.0)",
@@ -122,16 +125,17 @@ LARGE_OPS = {
 
 
 @functools.cache
-def _thread_counts(threads: int) -> dict[str, list[int]]:
-    """Per op of LARGE_OPS, the process's thread count before any op, after small ops, and after
-    the op, each op in a fresh child of one interpreter set to ``threads``."""
-    return _run_json(THREADS_AROUND_OPS.format(threads=threads, n=1 << 22, ops=LARGE_OPS))
+def _thread_counts() -> dict[str, list[int]]:
+    """Per thread count of THREAD_COUNTS and op of LARGE_OPS (keys "3 add"), the process's thread
+    count before any op, after small ops, and after the op, each in a fresh child of one
+    interpreter, set to that thread count."""
+    return _run_json(THREADS_AROUND_OPS.format(thread_counts=THREAD_COUNTS, n=1 << 22, ops=LARGE_OPS))
 
 
-@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("threads", THREAD_COUNTS)
 @pytest.mark.parametrize("op", sorted(LARGE_OPS))
 def test_large_native_op_uses_torchs_thread_count(op: str, threads: int) -> None:
-    before, after_small, after_large = _thread_counts(threads)[op]
+    before, after_small, after_large = _thread_counts()[f"{threads} {op}"]
     assert after_small == before, "a 64-element op must stay on the calling thread"
     assert after_large - before == threads - 1
 

@@ -34,8 +34,8 @@ using loops::Mode;
 using loops::run_unary;
 
 // A backward formula: (grad_output, x) -> grad_input, in their promoted dtype.
-Tensor run_backward(const Tensor& grad_output, const Tensor& x, const Tensor& grad_input,
-                    ScalarType dtype, c10::function_ref<void(const Loop&)> kernel) {
+Tensor activation_run_backward(const Tensor& grad_output, const Tensor& x, const Tensor& grad_input,
+                               ScalarType dtype, c10::function_ref<void(const Loop&)> kernel) {
   const Mode mode = grad_input.defined() ? Mode::Out : Mode::Functional;
   return loops::run_elementwise(
       grad_input, mode, dtype, {loops::to_compute(grad_output, dtype), loops::to_compute(x, dtype)},
@@ -89,7 +89,7 @@ Tensor& relu_out(const Tensor& self, Tensor& out) {
 Tensor threshold_backward_run(const Tensor& grad_output, const Tensor& self,
                               const Scalar& threshold, const Tensor& grad_input) {
   const ScalarType dtype = loops::result_type(self, grad_output);
-  return run_backward(grad_output, self, grad_input, dtype, [&](const Loop& loop) {
+  return activation_run_backward(grad_output, self, grad_input, dtype, [&](const Loop& loop) {
     loops::dispatch_numeric(dtype, [&](auto tag) {
       using T = OPENREG_TYPE_OF(tag);
       const T th = loops::scalar_to<T>(threshold, dtype);
@@ -247,7 +247,7 @@ struct Tanh {
 };
 
 template <template <typename, bool> class F>
-void forward_kernel(const Loop& loop, ScalarType dtype) {
+void activation_forward_kernel(const Loop& loop, ScalarType dtype) {
   loops::dispatch_floating(dtype, [&](auto tag) {
     using T = OPENREG_TYPE_OF(tag);
     using acc = loops::opmath_t<T>;
@@ -264,7 +264,7 @@ void forward_kernel(const Loop& loop, ScalarType dtype) {
 // Only the gelu and silu backwards compute exp or erf; the others are plain
 // arithmetic.
 template <template <typename, bool> class F>
-void backward_kernel(const Loop& loop, ScalarType dtype) {
+void activation_backward_kernel(const Loop& loop, ScalarType dtype) {
   constexpr bool kVectorise = std::is_same_v<F<float, true>, Gelu<float, true>> ||
                               std::is_same_v<F<float, true>, GeluTanh<float, true>> ||
                               std::is_same_v<F<float, true>, Silu<float, true>>;
@@ -291,13 +291,13 @@ ScalarType forward_dtype(const Tensor& self) {
 }
 
 template <template <typename, bool> class F, bool kPromote, typename Op>
-Tensor forward(const Tensor& self) {
+Tensor activation_forward(const Tensor& self) {
   const ScalarType dtype = forward_dtype<kPromote>(self);
   if (!loops::is_floating(dtype)) {
     return fallback<Op>(self);
   }
   return run_unary(self, Tensor(), Mode::Functional, dtype,
-                   [dtype](const Loop& loop) { forward_kernel<F>(loop, dtype); });
+                   [dtype](const Loop& loop) { activation_forward_kernel<F>(loop, dtype); });
 }
 
 template <template <typename, bool> class F, bool kPromote, typename Op>
@@ -307,12 +307,12 @@ Tensor& forward_(Tensor& self) {
     return fallback<Op>(self);
   }
   run_unary(self, self, Mode::InPlace, dtype,
-            [dtype](const Loop& loop) { forward_kernel<F>(loop, dtype); });
+            [dtype](const Loop& loop) { activation_forward_kernel<F>(loop, dtype); });
   return self;
 }
 
 template <template <typename, bool> class F, bool kPromote, typename Op>
-Tensor& forward_out(const Tensor& self, Tensor& out) {
+Tensor& activation_forward_out(const Tensor& self, Tensor& out) {
   const ScalarType dtype = forward_dtype<kPromote>(self);
   if (!loops::is_floating(dtype)) {
     return fallback<Op>(self, out);
@@ -321,45 +321,47 @@ Tensor& forward_out(const Tensor& self, Tensor& out) {
     loops::check_same_dtype_out(out, dtype);
   }
   run_unary(self, out, Mode::Out, dtype,
-            [dtype](const Loop& loop) { forward_kernel<F>(loop, dtype); });
+            [dtype](const Loop& loop) { activation_forward_kernel<F>(loop, dtype); });
   return out;
 }
 
 template <template <typename, bool> class F, typename Op>
-Tensor backward(const Tensor& grad_output, const Tensor& x) {
+Tensor activation_backward(const Tensor& grad_output, const Tensor& x) {
   const ScalarType dtype = loops::result_type(grad_output, x);
   if (!loops::is_floating(dtype)) {
     return fallback<Op>(grad_output, x);
   }
-  return run_backward(grad_output, x, Tensor(), dtype,
-                      [dtype](const Loop& loop) { backward_kernel<F>(loop, dtype); });
+  return activation_run_backward(grad_output, x, Tensor(), dtype, [dtype](const Loop& loop) {
+    activation_backward_kernel<F>(loop, dtype);
+  });
 }
 
 template <template <typename, bool> class F, typename Op>
-Tensor& backward_out(const Tensor& grad_output, const Tensor& x, Tensor& grad_input) {
+Tensor& activation_backward_out(const Tensor& grad_output, const Tensor& x, Tensor& grad_input) {
   const ScalarType dtype = loops::result_type(grad_output, x);
   if (!loops::is_floating(dtype)) {
     return fallback<Op>(grad_output, x, grad_input);
   }
-  run_backward(grad_output, x, grad_input, dtype,
-               [dtype](const Loop& loop) { backward_kernel<F>(loop, dtype); });
+  activation_run_backward(grad_output, x, grad_input, dtype, [dtype](const Loop& loop) {
+    activation_backward_kernel<F>(loop, dtype);
+  });
   return grad_input;
 }
 
 // gelu takes its approximation as a string.
 void gelu_forward(const Loop& loop, ScalarType dtype, bool tanh) {
   if (tanh) {
-    forward_kernel<GeluTanh>(loop, dtype);
+    activation_forward_kernel<GeluTanh>(loop, dtype);
   } else {
-    forward_kernel<Gelu>(loop, dtype);
+    activation_forward_kernel<Gelu>(loop, dtype);
   }
 }
 
 void gelu_backward_kernel(const Loop& loop, ScalarType dtype, bool tanh) {
   if (tanh) {
-    backward_kernel<GeluTanh>(loop, dtype);
+    activation_backward_kernel<GeluTanh>(loop, dtype);
   } else {
-    backward_kernel<Gelu>(loop, dtype);
+    activation_backward_kernel<Gelu>(loop, dtype);
   }
 }
 
@@ -406,8 +408,9 @@ Tensor gelu_backward(const Tensor& grad_output, const Tensor& self, std::string_
   if (!loops::is_floating(dtype)) {
     return fallback<at::_ops::gelu_backward>(grad_output, self, approximate);
   }
-  return run_backward(grad_output, self, Tensor(), dtype,
-                      [&](const Loop& loop) { gelu_backward_kernel(loop, dtype, tanh); });
+  return activation_run_backward(grad_output, self, Tensor(), dtype, [&](const Loop& loop) {
+    gelu_backward_kernel(loop, dtype, tanh);
+  });
 }
 
 Tensor& gelu_backward_out(const Tensor& grad_output, const Tensor& self,
@@ -417,8 +420,8 @@ Tensor& gelu_backward_out(const Tensor& grad_output, const Tensor& self,
   if (!loops::is_floating(dtype)) {
     return fallback<at::_ops::gelu_backward_grad_input>(grad_output, self, approximate, grad_input);
   }
-  run_backward(grad_output, self, grad_input, dtype,
-               [&](const Loop& loop) { gelu_backward_kernel(loop, dtype, tanh); });
+  activation_run_backward(grad_output, self, grad_input, dtype,
+                          [&](const Loop& loop) { gelu_backward_kernel(loop, dtype, tanh); });
   return grad_input;
 }
 
@@ -426,13 +429,13 @@ Tensor& gelu_backward_out(const Tensor& grad_output, const Tensor& self,
 
 // The functional, in-place and out= forms of an activation, and the
 // functional and grad_input= forms of its backward.
-#define OPENREG_ACTIVATION(m, name, F, kPromote)                                   \
-  OPENREG_IMPL(m, #name, (forward<F, kPromote, at::_ops::name>));                  \
-  OPENREG_IMPL(m, #name "_", (forward_<F, kPromote, at::_ops::name##_>));          \
-  OPENREG_IMPL(m, #name ".out", (forward_out<F, kPromote, at::_ops::name##_out>)); \
-  OPENREG_IMPL(m, #name "_backward", (backward<F, at::_ops::name##_backward>));    \
-  OPENREG_IMPL(m, #name "_backward.grad_input",                                    \
-               (backward_out<F, at::_ops::name##_backward_grad_input>))
+#define OPENREG_ACTIVATION(m, name, F, kPromote)                                              \
+  OPENREG_IMPL(m, #name, (activation_forward<F, kPromote, at::_ops::name>));                  \
+  OPENREG_IMPL(m, #name "_", (forward_<F, kPromote, at::_ops::name##_>));                     \
+  OPENREG_IMPL(m, #name ".out", (activation_forward_out<F, kPromote, at::_ops::name##_out>)); \
+  OPENREG_IMPL(m, #name "_backward", (activation_backward<F, at::_ops::name##_backward>));    \
+  OPENREG_IMPL(m, #name "_backward.grad_input",                                               \
+               (activation_backward_out<F, at::_ops::name##_backward_grad_input>))
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   OPENREG_IMPL(m, "relu", relu);

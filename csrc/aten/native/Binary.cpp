@@ -241,7 +241,7 @@ void div_kernel(const Loop& loop, const ScalarArg* other, ScalarType dtype, Roun
 
 // maximum / minimum: NaN wins, as on CPU.
 template <bool kMax>
-void minmax_kernel(const Loop& loop, ScalarType dtype) {
+void binary_minmax_kernel(const Loop& loop, ScalarType dtype) {
   loops::dispatch_all(dtype, [&](auto tag) {
     using T = OPENREG_TYPE_OF(tag);
     loop.run<T, T, T>([](T x, T y) -> T {
@@ -705,7 +705,7 @@ Tensor minmax(const Tensor& self, const Tensor& other) {
     return fallback<Op>(self, other);
   }
   return binary(self, other, Tensor(), Mode::Functional, dtype, dtype,
-                [&](const Loop& loop) { minmax_kernel<kMax>(loop, dtype); });
+                [&](const Loop& loop) { binary_minmax_kernel<kMax>(loop, dtype); });
 }
 
 template <bool kMax>
@@ -716,7 +716,7 @@ Tensor& minmax_out(const Tensor& self, const Tensor& other, Tensor& out) {
     return fallback<Op>(self, other, out);
   }
   binary(self, other, out, Mode::Out, dtype, dtype,
-         [&](const Loop& loop) { minmax_kernel<kMax>(loop, dtype); });
+         [&](const Loop& loop) { binary_minmax_kernel<kMax>(loop, dtype); });
   return out;
 }
 

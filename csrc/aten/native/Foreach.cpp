@@ -348,7 +348,7 @@ std::vector<Tensor> foreach_list_no_alpha(TensorList self, TensorList other) {
 // which propagate NaN like maximum/minimum: the per-tensor path uses those.
 
 template <bool kMax>
-void minmax_kernel(const Loop& loop, auto tag) {
+void foreach_minmax_kernel(const Loop& loop, auto tag) {
   using T = OPENREG_TYPE_OF(tag);
   loop.run<T, T, T>([](T x, T y) {
     if (x != x || y != y) {
@@ -364,7 +364,7 @@ void foreach_minmax_(TensorList self, TensorList other) {
   for (size_t i = 0; i < self.size(); ++i) {
     if (fast_tuple(self[i], {other[i]})) {
       run_tuple(self[i], {self[i], other[i]},
-                [](const Loop& loop, auto tag) { minmax_kernel<kMax>(loop, tag); });
+                [](const Loop& loop, auto tag) { foreach_minmax_kernel<kMax>(loop, tag); });
     } else {
       Tensor t = self[i];
       if (kMax) {
@@ -385,7 +385,7 @@ std::vector<Tensor> foreach_minmax(TensorList self, TensorList other) {
     if (fast_tuple(self[i], {other[i]})) {
       Tensor out = fresh_like(self[i]);
       run_tuple(out, {self[i], other[i]},
-                [](const Loop& loop, auto tag) { minmax_kernel<kMax>(loop, tag); });
+                [](const Loop& loop, auto tag) { foreach_minmax_kernel<kMax>(loop, tag); });
       result.push_back(out);
     } else {
       result.push_back(kMax ? at::_ops::maximum::call(self[i], other[i])

@@ -82,7 +82,8 @@ bool same_device(const at::Tensor& input, std::initializer_list<const at::Tensor
   return true;
 }
 
-void check_same_device(const at::Tensor& input, std::initializer_list<const at::Tensor*> others) {
+void layer_norm_check_same_device(const at::Tensor& input,
+                                  std::initializer_list<const at::Tensor*> others) {
   for (const at::Tensor* t : others) {
     TORCH_CHECK(!t->defined() || t->device() == input.device(),
                 "Expected all tensors to be on the same device, but found at least two devices, ",
@@ -168,9 +169,9 @@ using comp_t = at::opmath_type<T>;
 // T: input dtype; P: the weight, bias, mean and rstd type (kernel_param_t).
 // Rows [begin, end).
 template <typename T, typename P>
-C10_ALWAYS_INLINE void forward_rows(const T* x, const P* w, const P* b, T* y, P* mean_out,
-                                    P* rstd_out, int64_t begin, int64_t end, int64_t N,
-                                    double eps) {
+C10_ALWAYS_INLINE void layer_norm_forward_rows(const T* x, const P* w, const P* b, T* y,
+                                               P* mean_out, P* rstd_out, int64_t begin, int64_t end,
+                                               int64_t N, double eps) {
   using C = comp_t<T>;
   for (int64_t i = begin; i < end; ++i) {
     const T* xr = x + i * N;
@@ -215,20 +216,21 @@ C10_ALWAYS_INLINE void forward_rows(const T* x, const P* w, const P* b, T* y, P*
   }
 }
 
-OPENREG_SIMD_CLONES void forward_rows_f32(const float* x, const float* w, const float* b, float* y,
-                                          float* mean_out, float* rstd_out, int64_t begin,
-                                          int64_t end, int64_t N, double eps) {
-  forward_rows<float, float>(x, w, b, y, mean_out, rstd_out, begin, end, N, eps);
+OPENREG_SIMD_CLONES void layer_norm_forward_rows_f32(const float* x, const float* w, const float* b,
+                                                     float* y, float* mean_out, float* rstd_out,
+                                                     int64_t begin, int64_t end, int64_t N,
+                                                     double eps) {
+  layer_norm_forward_rows<float, float>(x, w, b, y, mean_out, rstd_out, begin, end, N, eps);
 }
 
 template <typename T, typename P>
-void forward_kernel(const T* x, const P* w, const P* b, T* y, P* mean_out, P* rstd_out, int64_t M,
-                    int64_t N, double eps) {
+void layer_norm_forward_kernel(const T* x, const P* w, const P* b, T* y, P* mean_out, P* rstd_out,
+                               int64_t M, int64_t N, double eps) {
   at::parallel_for(0, M, grain_rows(N), [&](int64_t begin, int64_t end) {
     if constexpr (std::is_same_v<T, float>) {
-      forward_rows_f32(x, w, b, y, mean_out, rstd_out, begin, end, N, eps);
+      layer_norm_forward_rows_f32(x, w, b, y, mean_out, rstd_out, begin, end, N, eps);
     } else {
-      forward_rows<T, P>(x, w, b, y, mean_out, rstd_out, begin, end, N, eps);
+      layer_norm_forward_rows<T, P>(x, w, b, y, mean_out, rstd_out, begin, end, N, eps);
     }
   });
 }
@@ -289,9 +291,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(
   at::Tensor mean = empty(stat_shape, x.options().dtype(kdtype));
   at::Tensor rstd = empty(stat_shape, x.options().dtype(kdtype));
   dispatch_types(x.scalar_type(), [&]<typename T, typename P>() {
-    forward_kernel<T, P>(x.const_data_ptr<T>(), data_or_null<P>(w), data_or_null<P>(b),
-                         y.mutable_data_ptr<T>(), mean.mutable_data_ptr<P>(),
-                         rstd.mutable_data_ptr<P>(), M, N, eps);
+    layer_norm_forward_kernel<T, P>(x.const_data_ptr<T>(), data_or_null<P>(w), data_or_null<P>(b),
+                                    y.mutable_data_ptr<T>(), mean.mutable_data_ptr<P>(),
+                                    rstd.mutable_data_ptr<P>(), M, N, eps);
   });
   return {std::move(y), to_dtype(mean, *pdtype), to_dtype(rstd, *pdtype)};
 }
@@ -306,9 +308,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(
 // dbeta terms added to the double sums pg and pb (when not null), through
 // float partial sums over kSumBlock rows at a time. scratch: 3 N elements.
 template <typename T, typename P>
-C10_ALWAYS_INLINE void backward_rows(const T* dy, const T* x, const P* mean, const P* rstd,
-                                     const P* w, T* dx, double* pg, double* pb, comp_t<T>* scratch,
-                                     int64_t begin, int64_t end, int64_t N) {
+C10_ALWAYS_INLINE void layer_norm_backward_rows(const T* dy, const T* x, const P* mean,
+                                                const P* rstd, const P* w, T* dx, double* pg,
+                                                double* pb, comp_t<T>* scratch, int64_t begin,
+                                                int64_t end, int64_t N) {
   using C = comp_t<T>;
   C* g = scratch;
   C* fg = scratch + N;
@@ -364,16 +367,17 @@ C10_ALWAYS_INLINE void backward_rows(const T* dy, const T* x, const P* mean, con
   }
 }
 
-OPENREG_SIMD_CLONES void backward_rows_f32(const float* dy, const float* x, const float* mean,
-                                           const float* rstd, const float* w, float* dx, double* pg,
-                                           double* pb, float* scratch, int64_t begin, int64_t end,
-                                           int64_t N) {
-  backward_rows<float, float>(dy, x, mean, rstd, w, dx, pg, pb, scratch, begin, end, N);
+OPENREG_SIMD_CLONES void layer_norm_backward_rows_f32(const float* dy, const float* x,
+                                                      const float* mean, const float* rstd,
+                                                      const float* w, float* dx, double* pg,
+                                                      double* pb, float* scratch, int64_t begin,
+                                                      int64_t end, int64_t N) {
+  layer_norm_backward_rows<float, float>(dy, x, mean, rstd, w, dx, pg, pb, scratch, begin, end, N);
 }
 
 template <typename T, typename P>
-void backward_kernel(const T* dy, const T* x, const P* mean, const P* rstd, const P* w, T* dx,
-                     P* dgamma, P* dbeta, int64_t M, int64_t N) {
+void layer_norm_backward_kernel(const T* dy, const T* x, const P* mean, const P* rstd, const P* w,
+                                T* dx, P* dgamma, P* dbeta, int64_t M, int64_t N) {
   const bool param_grads = dgamma != nullptr || dbeta != nullptr;
   // dgamma and dbeta: one partial sum per chunk of rows, added in chunk order.
   const int64_t chunks =
@@ -390,9 +394,11 @@ void backward_kernel(const T* dy, const T* x, const P* mean, const P* rstd, cons
       const int64_t begin = std::min(M, c * rows_per_chunk);
       const int64_t end = std::min(M, (c + 1) * rows_per_chunk);
       if constexpr (std::is_same_v<T, float>) {
-        backward_rows_f32(dy, x, mean, rstd, w, dx, pg, pb, scratch.data(), begin, end, N);
+        layer_norm_backward_rows_f32(dy, x, mean, rstd, w, dx, pg, pb, scratch.data(), begin, end,
+                                     N);
       } else {
-        backward_rows<T, P>(dy, x, mean, rstd, w, dx, pg, pb, scratch.data(), begin, end, N);
+        layer_norm_backward_rows<T, P>(dy, x, mean, rstd, w, dx, pg, pb, scratch.data(), begin, end,
+                                       N);
       }
     }
   });
@@ -427,7 +433,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
     return fallback<at::_ops::native_layer_norm_backward>(grad_out, input, normalized_shape, mean,
                                                           rstd, weight_opt, bias_opt, output_mask);
   }
-  check_same_device(input, {&grad_out, &mean, &rstd});
+  layer_norm_check_same_device(input, {&grad_out, &mean, &rstd});
   const auto [M, N] = check_inputs(input, normalized_shape, weight, bias);
   TORCH_CHECK(grad_out.sizes() == input.sizes(), "native_layer_norm_backward: grad_out of shape ",
               grad_out.sizes(), " does not match input of shape ", input.sizes());
@@ -462,11 +468,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
     return {dx, dgamma, dbeta};
   }
   dispatch_types(x.scalar_type(), [&]<typename T, typename P>() {
-    backward_kernel<T, P>(dy.const_data_ptr<T>(), x.const_data_ptr<T>(), mu.const_data_ptr<P>(),
-                          rs.const_data_ptr<P>(), data_or_null<P>(w),
-                          dx.defined() ? dx.mutable_data_ptr<T>() : nullptr,
-                          dgamma.defined() ? dgamma.mutable_data_ptr<P>() : nullptr,
-                          dbeta.defined() ? dbeta.mutable_data_ptr<P>() : nullptr, M, N);
+    layer_norm_backward_kernel<T, P>(dy.const_data_ptr<T>(), x.const_data_ptr<T>(),
+                                     mu.const_data_ptr<P>(), rs.const_data_ptr<P>(),
+                                     data_or_null<P>(w),
+                                     dx.defined() ? dx.mutable_data_ptr<T>() : nullptr,
+                                     dgamma.defined() ? dgamma.mutable_data_ptr<P>() : nullptr,
+                                     dbeta.defined() ? dbeta.mutable_data_ptr<P>() : nullptr, M, N);
   });
   return {std::move(dx), to_dtype(dgamma, *pdtype), to_dtype(dbeta, *pdtype)};
 }

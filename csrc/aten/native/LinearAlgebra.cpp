@@ -43,7 +43,7 @@ bool is_blas_dtype(ScalarType t) {
          t == ScalarType::BFloat16;
 }
 
-void check_same_device(const at::Tensor& a, const at::Tensor& b) {
+void linalg_check_same_device(const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK(a.device() == b.device(),
               "Expected all tensors to be on the same device, but found at least two devices, ",
               a.device(), " and ", b.device(), "!");
@@ -77,7 +77,7 @@ void blas_mm(const at::Tensor& out, const at::Tensor& self, const at::Tensor& ma
 }
 
 at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
-  check_same_device(self, mat2);
+  linalg_check_same_device(self, mat2);
   if (!is_blas_dtype(self.scalar_type())) {
     return fallback<at::_ops::mm>(self, mat2);
   }
@@ -88,7 +88,7 @@ at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
 }
 
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
-  check_same_device(self, mat2);
+  linalg_check_same_device(self, mat2);
   if (!is_blas_dtype(self.scalar_type())) {
     return fallback<at::_ops::mm_out>(self, mat2, out);
   }
@@ -101,8 +101,8 @@ at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& o
 // --- addmm ----------------------------------------------------------------------
 
 void check_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2) {
-  check_same_device(mat1, mat2);
-  check_same_device(mat1, self);
+  linalg_check_same_device(mat1, mat2);
+  linalg_check_same_device(mat1, self);
   TORCH_CHECK(self.scalar_type() == mat2.scalar_type(),
               "self and mat2 must have the same dtype, but got ", self.scalar_type(), " and ",
               mat2.scalar_type());
@@ -162,7 +162,7 @@ at::Tensor& addmm_(at::Tensor& self, const at::Tensor& mat1, const at::Tensor& m
 // --- bmm ------------------------------------------------------------------------
 
 void check_bmm(const at::Tensor& self, const at::Tensor& mat2) {
-  check_same_device(self, mat2);
+  linalg_check_same_device(self, mat2);
   TORCH_CHECK(self.dim() == 3, "batch1 must be a 3D tensor");
   TORCH_CHECK(mat2.dim() == 3, "batch2 must be a 3D tensor");
   TORCH_CHECK(mat2.size(0) == self.size(0) && mat2.size(1) == self.size(2),
@@ -201,7 +201,7 @@ at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& 
 // --- dot and mv (torch.matmul with 1-D operands) -----------------------------------
 
 void check_dot(const at::Tensor& self, const at::Tensor& other) {
-  check_same_device(self, other);
+  linalg_check_same_device(self, other);
   TORCH_CHECK(self.dim() == 1 && other.dim() == 1, "1D tensors expected, but got ", self.dim(),
               "D and ", other.dim(), "D tensors");
   TORCH_CHECK(self.scalar_type() == other.scalar_type(),
@@ -227,7 +227,7 @@ at::Tensor dot(const at::Tensor& self, const at::Tensor& other) {
 }
 
 void check_mv(const at::Tensor& self, const at::Tensor& vec) {
-  check_same_device(self, vec);
+  linalg_check_same_device(self, vec);
   TORCH_CHECK(self.dim() == 2 && vec.dim() == 1, "vector + matrix @ vector expected, got 1, ",
               self.dim(), ", ", vec.dim());
   TORCH_CHECK(self.size(1) == vec.size(0), "size mismatch, got input (", self.size(0), "), mat (",

@@ -119,8 +119,9 @@ void check_targets(const Geometry& g, const int64_t* target, int64_t ignore_inde
 // --- forward ---------------------------------------------------------------
 
 template <typename T>
-void forward_kernel(const Geometry& g, const T* x, const int64_t* target, const T* weight,
-                    int64_t reduction, bool elementwise, int64_t ignore_index, T* out, T* total) {
+void nll_forward_kernel(const Geometry& g, const T* x, const int64_t* target, const T* weight,
+                        int64_t reduction, bool elementwise, int64_t ignore_index, T* out,
+                        T* total) {
   using A = at::opmath_type<T>;
   auto x_at = [&](int64_t b, int64_t t, int64_t h, int64_t w) {
     return static_cast<A>(x[b * g.xs[0] + t * g.xs[1] + h * g.xs[2] + w * g.xs[3]]);
@@ -157,19 +158,19 @@ void run_forward(const at::Tensor& self, const at::Tensor& target, const at::Ten
   const int64_t* t = target.const_data_ptr<int64_t>();
   check_targets(g, t, ignore_index);
   AT_DISPATCH_FLOATING_TYPES_AND2(c10::kHalf, c10::kBFloat16, self.scalar_type(), "nll_loss", [&] {
-    forward_kernel<scalar_t>(g, self.const_data_ptr<scalar_t>(), t,
-                             w.defined() ? w.const_data_ptr<scalar_t>() : nullptr, reduction,
-                             elementwise, ignore_index, output.mutable_data_ptr<scalar_t>(),
-                             total_weight.mutable_data_ptr<scalar_t>());
+    nll_forward_kernel<scalar_t>(g, self.const_data_ptr<scalar_t>(), t,
+                                 w.defined() ? w.const_data_ptr<scalar_t>() : nullptr, reduction,
+                                 elementwise, ignore_index, output.mutable_data_ptr<scalar_t>(),
+                                 total_weight.mutable_data_ptr<scalar_t>());
   });
 }
 
 // --- backward ----------------------------------------------------------------
 
 template <typename T>
-void backward_kernel(const Geometry& g, const T* grad_out, const int64_t* go_strides,
-                     const int64_t* target, const T* weight, int64_t reduction, bool elementwise,
-                     int64_t ignore_index, T total_weight, T* grad_input) {
+void nll_backward_kernel(const Geometry& g, const T* grad_out, const int64_t* go_strides,
+                         const int64_t* target, const T* weight, int64_t reduction,
+                         bool elementwise, int64_t ignore_index, T total_weight, T* grad_input) {
   using A = at::opmath_type<T>;
   const int64_t HW = g.H * g.W;
   auto w_at = [&](int64_t t) { return weight != nullptr ? static_cast<A>(weight[t]) : A(1); };
@@ -198,9 +199,10 @@ void backward_kernel(const Geometry& g, const T* grad_out, const int64_t* go_str
   });
 }
 
-void run_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
-                  const at::Tensor& weight, int64_t reduction, int64_t ignore_index,
-                  const at::Tensor& total_weight, bool elementwise, const at::Tensor& grad_input) {
+void nll_run_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                      const at::Tensor& target, const at::Tensor& weight, int64_t reduction,
+                      int64_t ignore_index, const at::Tensor& total_weight, bool elementwise,
+                      const at::Tensor& grad_input) {
   const Geometry g = geometry(self, target);
   const at::Tensor w = weight.defined() ? weight.contiguous() : weight;
   const int64_t* t = target.const_data_ptr<int64_t>();
@@ -216,11 +218,11 @@ void run_backward(const at::Tensor& grad_output, const at::Tensor& self, const a
   }
   AT_DISPATCH_FLOATING_TYPES_AND2(
       c10::kHalf, c10::kBFloat16, self.scalar_type(), "nll_loss_backward", [&] {
-        backward_kernel<scalar_t>(g, grad_output.const_data_ptr<scalar_t>(), go_strides, t,
-                                  w.defined() ? w.const_data_ptr<scalar_t>() : nullptr, reduction,
-                                  elementwise, ignore_index,
-                                  *total_weight.const_data_ptr<scalar_t>(),
-                                  grad_input.mutable_data_ptr<scalar_t>());
+        nll_backward_kernel<scalar_t>(g, grad_output.const_data_ptr<scalar_t>(), go_strides, t,
+                                      w.defined() ? w.const_data_ptr<scalar_t>() : nullptr,
+                                      reduction, elementwise, ignore_index,
+                                      *total_weight.const_data_ptr<scalar_t>(),
+                                      grad_input.mutable_data_ptr<scalar_t>());
       });
 }
 
@@ -304,7 +306,7 @@ void check_nll2d_backward(const at::Tensor& grad_output, const at::Tensor& targe
 }
 
 // ATen's out= checks: self's dtype and device; then resized to `sizes`.
-void check_out(const at::Tensor& out, const at::Tensor& self, c10::IntArrayRef sizes) {
+void nll_check_out(const at::Tensor& out, const at::Tensor& self, c10::IntArrayRef sizes) {
   native::check_out(out, self.scalar_type(), self.device());
   resize_output(out, sizes);
 }
@@ -332,8 +334,8 @@ std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_out(
   }
   check_nll_forward(self, target, weight);
   const bool elementwise = elementwise_nll(self, reduction);
-  check_out(output, self, loss_shape(self, elementwise));
-  check_out(total_weight, self, {});
+  nll_check_out(output, self, loss_shape(self, elementwise));
+  nll_check_out(total_weight, self, {});
   into_out(output, [&](const at::Tensor& out) {
     run_forward(self, target, weight, reduction, ignore_index, elementwise, out, total_weight);
   });
@@ -367,10 +369,10 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
         grad_output, self, target, weight_opt, reduction, ignore_index, total_weight, grad_input);
   }
   check_nll_backward(grad_output, self, target, weight, reduction, total_weight);
-  check_out(grad_input, self, self.sizes());
+  nll_check_out(grad_input, self, self.sizes());
   into_out(grad_input, [&](const at::Tensor& gi) {
-    run_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight,
-                 elementwise_nll(self, reduction), gi);
+    nll_run_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight,
+                     elementwise_nll(self, reduction), gi);
   });
   return grad_input;
 }
@@ -386,8 +388,8 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
   }
   check_nll_backward(grad_output, self, target, weight, reduction, total_weight);
   at::Tensor grad_input = empty(self.sizes(), self.options());
-  run_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight,
-               elementwise_nll(self, reduction), grad_input);
+  nll_run_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight,
+                   elementwise_nll(self, reduction), grad_input);
   return grad_input;
 }
 
@@ -409,8 +411,8 @@ std::tuple<at::Tensor&, at::Tensor&> nll_loss2d_forward_out(
                                                          ignore_index, output, total_weight);
   }
   check_nll2d(self, target, weight);
-  check_out(output, self, loss2d_shape(self, reduction));
-  check_out(total_weight, self, {});
+  nll_check_out(output, self, loss2d_shape(self, reduction));
+  nll_check_out(total_weight, self, {});
   into_out(output, [&](const at::Tensor& out) {
     run_forward(self, target, weight, reduction, ignore_index, reduction == kNone, out,
                 total_weight);
@@ -447,10 +449,10 @@ at::Tensor& nll_loss2d_backward_out(const at::Tensor& grad_output, const at::Ten
   }
   check_nll2d(self, target, weight);
   check_nll2d_backward(grad_output, target, reduction, total_weight);
-  check_out(grad_input, self, self.sizes());
+  nll_check_out(grad_input, self, self.sizes());
   into_out(grad_input, [&](const at::Tensor& gi) {
-    run_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight,
-                 reduction == kNone, gi);
+    nll_run_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight,
+                     reduction == kNone, gi);
   });
   return grad_input;
 }
@@ -467,8 +469,8 @@ at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& 
   check_nll2d(self, target, weight);
   check_nll2d_backward(grad_output, target, reduction, total_weight);
   at::Tensor grad_input = empty(self.sizes(), self.options());
-  run_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight,
-               reduction == kNone, grad_input);
+  nll_run_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight,
+                   reduction == kNone, grad_input);
   return grad_input;
 }
 

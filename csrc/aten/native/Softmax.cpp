@@ -324,7 +324,8 @@ C10_ALWAYS_INLINE void exp_shifted(const double* x, double shift, double* out, i
 constexpr int64_t kRows = 16;
 
 template <typename A, bool Log>
-C10_ALWAYS_INLINE void forward_rows(const A* in, A* out, A* scratch, int64_t rows, int64_t n) {
+C10_ALWAYS_INLINE void softmax_forward_rows(const A* in, A* out, A* scratch, int64_t rows,
+                                            int64_t n) {
   A max[kRows];
   A sum[kRows];
   for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
@@ -356,12 +357,12 @@ C10_ALWAYS_INLINE void forward_rows(const A* in, A* out, A* scratch, int64_t row
   }
 }
 
-OPENREG_SIMD_CLONES void forward_rows_f32(const float* in, float* out, float* scratch, int64_t rows,
-                                          int64_t n, bool log) {
+OPENREG_SIMD_CLONES void softmax_forward_rows_f32(const float* in, float* out, float* scratch,
+                                                  int64_t rows, int64_t n, bool log) {
   if (log) {
-    forward_rows<float, true>(in, out, scratch, rows, n);
+    softmax_forward_rows<float, true>(in, out, scratch, rows, n);
   } else {
-    forward_rows<float, false>(in, out, scratch, rows, n);
+    softmax_forward_rows<float, false>(in, out, scratch, rows, n);
   }
 }
 
@@ -370,17 +371,18 @@ template <typename T, bool Log>
 void forward_rows_any(const T* in, T* out, int64_t begin, int64_t end, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
     Scratch<float> scratch(n);
-    forward_rows_f32(in + begin * n, out + begin * n, scratch.data(), end - begin, n, Log);
+    softmax_forward_rows_f32(in + begin * n, out + begin * n, scratch.data(), end - begin, n, Log);
   } else if constexpr (std::is_same_v<T, double>) {
     Scratch<double> scratch(n);
-    forward_rows<double, Log>(in + begin * n, out + begin * n, scratch.data(), end - begin, n);
+    softmax_forward_rows<double, Log>(in + begin * n, out + begin * n, scratch.data(), end - begin,
+                                      n);
   } else {  // 16-bit: through float rows, a block at a time
     Scratch<float> buf((kRows + 1) * n);
     float* rows_f = buf.data() + n;
     for (int64_t r0 = begin; r0 < end; r0 += kRows) {
       const int64_t count = std::min(kRows, end - r0);
       convert(in + r0 * n, rows_f, count * n);
-      forward_rows_f32(rows_f, rows_f, buf.data(), count, n, Log);
+      softmax_forward_rows_f32(rows_f, rows_f, buf.data(), count, n, Log);
       convert(rows_f, out + r0 * n, count * n);
     }
   }
@@ -455,7 +457,7 @@ void forward_blocks_any(const T* in, T* out, const Split& s, int64_t begin, int6
 // Writes softmax (or log-softmax) of the contiguous `input` into the
 // contiguous `out` of the same shape and dtype.
 template <bool Log>
-void forward_kernel(const at::Tensor& input, int64_t dim, const at::Tensor& out) {
+void softmax_forward_kernel(const at::Tensor& input, int64_t dim, const at::Tensor& out) {
   if (input.numel() == 0) {
     return;
   }
@@ -522,18 +524,19 @@ C10_ALWAYS_INLINE void row_backward(const A* g, const A* y, A* gi, int64_t n) {
 }
 
 template <typename A, bool Log>
-C10_ALWAYS_INLINE void backward_rows(const A* g, const A* y, A* gi, int64_t rows, int64_t n) {
+C10_ALWAYS_INLINE void softmax_backward_rows(const A* g, const A* y, A* gi, int64_t rows,
+                                             int64_t n) {
   for (int64_t r = 0; r < rows; ++r) {
     row_backward<A, Log>(g + r * n, y + r * n, gi + r * n, n);
   }
 }
 
-OPENREG_SIMD_CLONES void backward_rows_f32(const float* g, const float* y, float* gi, int64_t rows,
-                                           int64_t n, bool log) {
+OPENREG_SIMD_CLONES void softmax_backward_rows_f32(const float* g, const float* y, float* gi,
+                                                   int64_t rows, int64_t n, bool log) {
   if (log) {
-    backward_rows<float, true>(g, y, gi, rows, n);
+    softmax_backward_rows<float, true>(g, y, gi, rows, n);
   } else {
-    backward_rows<float, false>(g, y, gi, rows, n);
+    softmax_backward_rows<float, false>(g, y, gi, rows, n);
   }
 }
 
@@ -542,9 +545,9 @@ template <typename T, bool Log>
 void backward_rows_any(const T* g, const T* y, T* gi, int64_t begin, int64_t end, int64_t n) {
   const int64_t off = begin * n;
   if constexpr (std::is_same_v<T, float>) {
-    backward_rows_f32(g + off, y + off, gi + off, end - begin, n, Log);
+    softmax_backward_rows_f32(g + off, y + off, gi + off, end - begin, n, Log);
   } else if constexpr (std::is_same_v<T, double>) {
-    backward_rows<double, Log>(g + off, y + off, gi + off, end - begin, n);
+    softmax_backward_rows<double, Log>(g + off, y + off, gi + off, end - begin, n);
   } else {  // 16-bit: through float rows, a block at a time
     Scratch<float> buf(2 * kRows * n);
     float* gf = buf.data();
@@ -553,7 +556,7 @@ void backward_rows_any(const T* g, const T* y, T* gi, int64_t begin, int64_t end
       const int64_t count = std::min(kRows, end - r0);
       convert(g + r0 * n, gf, count * n);
       convert(y + r0 * n, yf, count * n);
-      backward_rows_f32(gf, yf, gf, count, n, Log);
+      softmax_backward_rows_f32(gf, yf, gf, count, n, Log);
       convert(gf, gi + r0 * n, count * n);
     }
   }
@@ -621,8 +624,8 @@ void backward_blocks_any(const T* g, const T* y, T* gi, const Split& s, int64_t 
 }
 
 template <bool Log>
-void backward_kernel(const at::Tensor& grad, const at::Tensor& output, int64_t dim,
-                     const at::Tensor& grad_input) {
+void softmax_backward_kernel(const at::Tensor& grad, const at::Tensor& output, int64_t dim,
+                             const at::Tensor& grad_input) {
   if (grad.numel() == 0) {
     return;
   }
@@ -649,7 +652,7 @@ void backward_kernel(const at::Tensor& grad, const at::Tensor& output, int64_t d
 // --- argument checks and out= handling -----------------------------------------
 
 // ATen's out= checks: like's dtype and device; then resized to like's shape.
-void check_out(const at::Tensor& out, const at::Tensor& like) {
+void softmax_check_out(const at::Tensor& out, const at::Tensor& like) {
   native::check_out(out, like.scalar_type(), like.device());
   resize_output(out, like.sizes());
 }
@@ -677,12 +680,12 @@ void check_backward(const at::Tensor& grad, const at::Tensor& output, const char
 // --- the registered kernels --------------------------------------------------
 
 template <bool Log>
-at::Tensor forward(const at::Tensor& self, int64_t dim, bool half_to_float) {
+at::Tensor softmax_forward(const at::Tensor& self, int64_t dim, bool half_to_float) {
   dim = c10::maybe_wrap_dim(dim, self.dim());
   check_half_to_float(half_to_float);
   const at::Tensor input = self.contiguous();
   at::Tensor out = empty(input.sizes(), input.options());
-  forward_kernel<Log>(input, dim, out);
+  softmax_forward_kernel<Log>(input, dim, out);
   return out;
 }
 
@@ -690,23 +693,24 @@ at::Tensor softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
   if (!is_floating(self.scalar_type())) {
     return fallback<at::_ops::_softmax>(self, dim, half_to_float);
   }
-  return forward<false>(self, dim, half_to_float);
+  return softmax_forward<false>(self, dim, half_to_float);
 }
 
 at::Tensor log_softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
   if (!is_floating(self.scalar_type())) {
     return fallback<at::_ops::_log_softmax>(self, dim, half_to_float);
   }
-  return forward<true>(self, dim, half_to_float);
+  return softmax_forward<true>(self, dim, half_to_float);
 }
 
 template <bool Log>
-at::Tensor& forward_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
+at::Tensor& softmax_forward_out(const at::Tensor& self, int64_t dim, bool half_to_float,
+                                at::Tensor& out) {
   dim = c10::maybe_wrap_dim(dim, self.dim());
   check_half_to_float(half_to_float);
-  check_out(out, self);
+  softmax_check_out(out, self);
   const at::Tensor input = self.contiguous();
-  into_out(out, [&](const at::Tensor& dst) { forward_kernel<Log>(input, dim, dst); });
+  into_out(out, [&](const at::Tensor& dst) { softmax_forward_kernel<Log>(input, dim, dst); });
   return out;
 }
 
@@ -714,7 +718,7 @@ at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float,
   if (!is_floating(self.scalar_type())) {
     return fallback<at::_ops::_softmax_out>(self, dim, half_to_float, out);
   }
-  return forward_out<false>(self, dim, half_to_float, out);
+  return softmax_forward_out<false>(self, dim, half_to_float, out);
 }
 
 at::Tensor& log_softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float,
@@ -722,17 +726,17 @@ at::Tensor& log_softmax_out(const at::Tensor& self, int64_t dim, bool half_to_fl
   if (!is_floating(self.scalar_type())) {
     return fallback<at::_ops::_log_softmax_out>(self, dim, half_to_float, out);
   }
-  return forward_out<true>(self, dim, half_to_float, out);
+  return softmax_forward_out<true>(self, dim, half_to_float, out);
 }
 
 template <bool Log>
-at::Tensor backward(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim) {
+at::Tensor softmax_grad(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim) {
   check_backward(grad_output, output, Log ? "log_softmax_backward" : "softmax_backward");
   dim = c10::maybe_wrap_dim(dim, grad_output.dim());
   const at::Tensor grad = grad_output.contiguous();
   const at::Tensor out = output.contiguous();
   at::Tensor grad_input = empty(grad.sizes(), grad.options());
-  backward_kernel<Log>(grad, out, dim, grad_input);
+  softmax_backward_kernel<Log>(grad, out, dim, grad_input);
   return grad_input;
 }
 
@@ -741,7 +745,7 @@ at::Tensor softmax_backward(const at::Tensor& grad_output, const at::Tensor& out
   if (!native_backward(grad_output, output, input_dtype)) {
     return fallback<at::_ops::_softmax_backward_data>(grad_output, output, dim, input_dtype);
   }
-  return backward<false>(grad_output, output, dim);
+  return softmax_grad<false>(grad_output, output, dim);
 }
 
 at::Tensor log_softmax_backward(const at::Tensor& grad_output, const at::Tensor& output,
@@ -749,18 +753,19 @@ at::Tensor log_softmax_backward(const at::Tensor& grad_output, const at::Tensor&
   if (!native_backward(grad_output, output, input_dtype)) {
     return fallback<at::_ops::_log_softmax_backward_data>(grad_output, output, dim, input_dtype);
   }
-  return backward<true>(grad_output, output, dim);
+  return softmax_grad<true>(grad_output, output, dim);
 }
 
 template <bool Log>
-at::Tensor& backward_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
-                         at::Tensor& grad_input) {
+at::Tensor& softmax_grad_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                             at::Tensor& grad_input) {
   check_backward(grad_output, output, Log ? "log_softmax_backward" : "softmax_backward");
   dim = c10::maybe_wrap_dim(dim, grad_output.dim());
-  check_out(grad_input, grad_output);
+  softmax_check_out(grad_input, grad_output);
   const at::Tensor grad = grad_output.contiguous();
   const at::Tensor out = output.contiguous();
-  into_out(grad_input, [&](const at::Tensor& dst) { backward_kernel<Log>(grad, out, dim, dst); });
+  into_out(grad_input,
+           [&](const at::Tensor& dst) { softmax_backward_kernel<Log>(grad, out, dim, dst); });
   return grad_input;
 }
 
@@ -771,7 +776,7 @@ at::Tensor& softmax_backward_out(const at::Tensor& grad_output, const at::Tensor
     return fallback<at::_ops::_softmax_backward_data_out>(grad_output, output, dim, input_dtype,
                                                           grad_input);
   }
-  return backward_out<false>(grad_output, output, dim, grad_input);
+  return softmax_grad_out<false>(grad_output, output, dim, grad_input);
 }
 
 at::Tensor& log_softmax_backward_out(const at::Tensor& grad_output, const at::Tensor& output,
@@ -781,7 +786,7 @@ at::Tensor& log_softmax_backward_out(const at::Tensor& grad_output, const at::Te
     return fallback<at::_ops::_log_softmax_backward_data_out>(grad_output, output, dim, input_dtype,
                                                               out);
   }
-  return backward_out<true>(grad_output, output, dim, out);
+  return softmax_grad_out<true>(grad_output, output, dim, out);
 }
 
 }  // namespace
