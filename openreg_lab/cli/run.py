@@ -101,6 +101,13 @@ def add_parser(sub: Any) -> Parser:
         "kernels and CPU fallback run (kernels: a few percent; e.g. --ops kernels)",
     )
     p.add_argument(
+        "--no-host-samples",
+        dest="host",
+        action="store_false",
+        help="sample no host Python (trace(host=False)): no python lane, no host time in the verdict, "
+        "the smallest cost (the sampler takes about 1%% of the CPU)",
+    )
+    p.add_argument(
         "--steps",
         type=_steps,
         help="record only these training steps, counted from 0 (a step ends at each optimizer.step() "
@@ -306,6 +313,7 @@ def _execute(ns: argparse.Namespace, command: str, outlast: OutputsOutlastSigter
         capacity=ns.capacity,
         ops=getattr(ns, "ops", "all"),
         steps=getattr(ns, "steps", None),
+        host=getattr(ns, "host", True),
     )
     progress = Progress(sys.stderr, f"openreg-lab run {name}", count=events_so_far)
     start = time.monotonic()

@@ -64,6 +64,7 @@ def test_run_prints_the_exact_fallback_table_and_writes_the_files(script, tmp_pa
     fb = t.fallbacks()
     assert dict(zip(fb["name"], fb["calls"], strict=True)) == {"aten::atan2.out": 3, "aten::_logcumsumexp": 1}
     assert t.record_shapes and t.stack
+    assert t.host_sampling  # the host's Python is sampled unless --no-host-samples
     assert sorted(fb.loc[fb["name"] == "aten::atan2.out", "sources"].iloc[0]) == [f"{script}:8"]
     chrome = json.loads((tmp_path / "run.json").read_text())
     assert any(e.get("name") == "aten::atan2.out" for e in chrome["traceEvents"])
@@ -98,6 +99,15 @@ def test_ops_kernels_finds_the_same_fallbacks_without_composites_or_backward(scr
     assert ops["name"].tolist().count("aten::atan2.out") == 3
     bad = openreg_lab("run", "--ops", "some", script, cwd=tmp_path)
     assert bad.returncode == 2 and "invalid choice: 'some'" in bad.stderr
+
+
+def test_no_host_samples_traces_the_same_ops_and_samples_no_python(script, tmp_path):
+    p = openreg_lab("run", "--no-host-samples", "--trace", "quiet.trace", script, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    t = lab.load_trace(tmp_path / "quiet.trace")
+    assert not t.host_sampling and len(t.host_events) == 0
+    fb = t.fallbacks()
+    assert dict(zip(fb["name"], fb["calls"], strict=True)) == {"aten::atan2.out": 3, "aten::_logcumsumexp": 1}
 
 
 def test_a_module_runs_like_python_dash_m_and_its_sys_exit_code_is_kept(script, tmp_path):
