@@ -5,8 +5,9 @@ nothing) and a trace with no op events at all (only the backend's own hooks reco
 step (open + step + close); the cost per recorded event; and how long a million-event trace takes to
 save and load.
 
-.venv/bin/python benchmarks/bench_trace.py [host | sampler]
-    host: only the host sampling table; sampler: the sampler's share alone, CPU time, paired ratios
+.venv/bin/python benchmarks/bench_trace.py [host | sampler | ops [ROUNDS]]
+    host: only the host sampling table; sampler: the sampler's share alone, CPU time, paired ratios;
+    ops: the recorder's per-op cost alone (paired ratios, CPU and wall time; docs/benchmarks.md)
 """
 
 from __future__ import annotations
@@ -248,6 +249,43 @@ def host_table() -> None:
     )  # fmt: skip
 
 
+def ops_table(rounds: int = 15) -> None:
+    """The recorder's per-op cost on the mlp step alone: every op with shapes and ops="kernels",
+    each with and without host sampling, and the RecordFunction floor (host sampling off), as the
+    median of ``rounds`` paired ratios in CPU and in wall time (``_timing.paired_ratios``); the
+    load average is printed, since a loaded machine moves these by several per cent."""
+    name, model, x, y, loss_fn = next(_cases())
+    run = training_steps(model, x, y, loss_fn, STEPS)
+
+    @contextlib.contextmanager
+    def floor():
+        _C._trace_bench_empty_callbacks(True)
+        try:
+            with openreg_lab.trace(host=False):
+                yield
+        finally:
+            _C._trace_bench_empty_callbacks(False)
+
+    variants = [
+        run,
+        _wrapped(run, lambda: openreg_lab.trace(record_shapes=True)),
+        _wrapped(run, lambda: openreg_lab.trace(record_shapes=True, host=False)),
+        _wrapped(run, lambda: openreg_lab.trace(record_shapes=True, ops="kernels")),
+        _wrapped(run, lambda: openreg_lab.trace(record_shapes=True, ops="kernels", host=False)),
+        _wrapped(run, floor),
+    ]
+    rows = []
+    for clock_name, clock in (("CPU", time.process_time), ("wall", time.perf_counter)):
+        ratios = paired_ratios(variants, rounds=rounds, target_s=0.1, clock=clock)
+        rows.append([name, clock_name, *(f"{r:.3f}" for r in ratios)])
+    print_table(
+        ["model", "clock", "trace(shapes)", "host=False", "ops=kernels", "ops=kernels, host=False",
+         "RecordFunction floor"],
+        rows,
+    )  # fmt: skip
+    print(f"load average {os.getloadavg()[0]:.1f}")
+
+
 def sampler_table(runs: int = 3) -> None:
     """The host sampler's share on its own, finer than ``host_table``: CPU time only, the median of
     101 paired ratios (each call beside an untraced one, ``_timing.paired_ratios``), ``runs`` times
@@ -430,6 +468,9 @@ def main() -> None:
         return
     if sys.argv[1:] == ["sampler"]:
         sampler_table()
+        return
+    if sys.argv[1:2] == ["ops"]:
+        ops_table(*(int(a) for a in sys.argv[2:3]))
         return
     host_table()
     print()
