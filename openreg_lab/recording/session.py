@@ -136,9 +136,10 @@ def trace(
             ``TraceDroppedEventsWarning`` says so when the block ends.
         ops: where op events come from. ``"all"`` (the default): every operator call that
             involves an openreg tensor, composites (``aten::linear`` around its ``aten::addmm``)
-            and autograd nodes included, from PyTorch's RecordFunction, which makes every op of
-            the process about 15% slower while the trace is open. ``"kernels"``: only the calls
-            that openreg runs, from its own kernels and its CPU fallback, at a few percent: no
+            and autograd nodes included, from PyTorch's RecordFunction, which makes a training step
+            of small ops about 1.3x slower while the trace is open (docs/benchmarks.md).
+            ``"kernels"``: only the calls that openreg runs, from its own kernels and its CPU
+            fallback, at about 1.15x: no
             composite parents and no ``backward`` events (the ops a backward pass runs are
             recorded), nor calls of a kernel registered from outside openreg with
             ``torch.library`` (the ops it calls are); each op's dispatch path starts at its
