@@ -12,6 +12,12 @@ measured twice: as it runs by default, with the ranks' agreement exchange beside
 (Note [Ranks agree before Gloo runs]: the timed loop repeats one call, so after its first call the
 exchange runs alongside the data instead of before it), and with it off (OPENREG_DIST_CHECK=0),
 each by its own pair of rank processes; each ratio is against Gloo measured by the same pair.
+
+A second table is the cost of the lab's checked collectives alone (Note [Checked collectives] in
+csrc/checked/CheckedBackend.h): all_reduce of CPU tensors on a bare Gloo group and on a
+"checked_gloo" group (the same Gloo in the lab's layer), interleaved round by round, as the median
+time of a call in microseconds. The loop repeats one call, as a training loop does, so after its
+first call each call is the predicted one and runs ahead of the comparison.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from _timing import print_table
 SIZES = [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
 OPS = ("all_reduce", "all_gather")
 ROUNDS = 7
+LAYER_SIZES = [4 << 10, 64 << 10, 4 << 20]
 
 
 def _iters(nbytes: int) -> int:
@@ -83,9 +90,34 @@ def _rank(rank: int, port: int, check: bool, out: Any) -> None:
                         samples[device].append(time.perf_counter() - start)
             for device, s in samples.items():
                 results[(op, nbytes, "cpu" if device == "cpu" else "openreg")] = statistics.median(s)
+    if check:
+        results.update(_layer_cost(gloo))
     if rank == 0:
         out.put(results)
     dist.destroy_process_group()
+
+
+def _layer_cost(gloo: Any) -> dict[tuple[str, int, str], float]:
+    """Median seconds of an all_reduce of CPU tensors, bare Gloo ("gloo") and in the lab's checked
+    collectives ("checked"), per size in LAYER_SIZES."""
+    import torch
+    import torch.distributed as dist
+
+    groups = {"gloo": gloo, "checked": dist.new_group(backend="checked_gloo")}
+    results = {}
+    for nbytes in LAYER_SIZES:
+        x = torch.ones(nbytes // 4)
+        samples: dict[str, list[float]] = {name: [] for name in groups}
+        for round_ in range(ROUNDS):
+            for name, group in list(groups.items())[:: 1 if round_ % 2 else -1]:
+                dist.barrier()
+                for _ in range(_iters(nbytes)):
+                    start = time.perf_counter()
+                    dist.all_reduce(x, group=group)
+                    samples[name].append(time.perf_counter() - start)
+        for name, s in samples.items():
+            results[("layer", nbytes, name)] = statistics.median(s)
+    return results
 
 
 def _run(check: bool) -> dict[tuple[str, int, str], float]:
@@ -137,6 +169,12 @@ def main() -> None:
             ])  # fmt: skip
     print("2 ranks on 127.0.0.1, GB/s = bytes per rank / median time of a call")
     print_table(["collective", "size", "gloo cpu", "openreg", "ratio", "openreg, no check", "ratio"], rows)
+    layer = []
+    for nbytes in LAYER_SIZES:
+        bare, ours = checked[("layer", nbytes, "gloo")], checked[("layer", nbytes, "checked")]
+        layer.append([_size(nbytes), f"{bare * 1e6:.0f}", f"{ours * 1e6:.0f}", f"{ours / bare:.2f}x"])
+    print("\nall_reduce of CPU tensors, median microseconds per call: the lab's checked collectives")
+    print_table(["size", "gloo", "checked_gloo", "ratio"], layer)
 
 
 if __name__ == "__main__":

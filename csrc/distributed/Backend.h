@@ -11,26 +11,23 @@
 // the transport, and wraps the transport's Work (Work.h). This is the file a
 // vendor rewrites to call their own collective library.
 //
-// Each collective is one short method: the call builder says what it is,
-// then `run` records it at the lab's seam (Note [Collective events], through
-// trace/Seam.h), passes it through the agreement layer (CallCheck.h: every
-// rank compares its call first, Note [The agreement layer]) and issues it.
-// Beyond Gloo: ReduceOp::AVG (a sum, then a division when the sum completes;
-// for float16 and bfloat16 a division first: Note [Averaging half-precision
-// tensors]) and one-line refusals of what Gloo cannot run.
+// Each collective is one short method: `make` says what it is (CallInfo,
+// for its errors), `run` refuses what Gloo cannot run (Refusal.h: one line
+// naming the call and the fix) and issues it. Beyond Gloo: ReduceOp::AVG (a
+// sum, then a division when the sum completes; for float16 and bfloat16 a
+// division first: Note [Averaging half-precision tensors]).
+//
+// openreg-lab wraps this backend in its checked collectives
+// (csrc/checked/CheckedBackend.h), which compare each call across the ranks
+// before it runs and record it; the backend itself knows nothing of them.
 
-#include "distributed/CallCheck.h"
+#include "distributed/Refusal.h"
 #include "distributed/Work.h"
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
-#include <sys/types.h>
-
-#include <atomic>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -40,14 +37,11 @@ class Backend final : public c10d::Backend {
  public:
   static constexpr const char* kName = "ogloo";
 
-  // `transport` is a group of the same rank and size (Gloo's, from Python);
-  // `store` is the group's, where the ranks compare their calls
-  // (Note [Ranks agree before Gloo runs]).
+  // `transport` is a group of the same rank and size (Gloo's, from Python).
   // With a `refusal`, every collective raises it instead (a group whose
   // backend serves no openreg tensor: openreg_lab/device/_distributed.py).
   Backend(c10::intrusive_ptr<c10d::Backend> transport, std::string group_name,
-          c10::intrusive_ptr<c10d::Store> store, std::string refusal = "");
-  ~Backend() override;
+          std::string refusal = "");
 
   const std::string getBackendName() const override {
     return kName;
@@ -108,85 +102,45 @@ class Backend final : public c10d::Backend {
   void abort() override;
   void shutdown() override;
 
-  // Tells the group's other ranks that this one left (Note [A rank that
-  // left]), once, and only from the process that made the group (not a
-  // forked child). Never raises.
-  void leave(Leaving how) noexcept;
-
  private:
-  // What one collective is, built by the call builder below: its name and
-  // type, the tensors the caller keeps (the future's value) and those it only
-  // sends, the bytes, dtype, device and peer recorded, and the terms the
-  // ranks agree on (CallCheck.h).
+  // One collective: what its errors say, the tensors the caller keeps (the
+  // future's value) and those it only sends, and how it finishes.
   struct Call {
-    Call(const char* name, c10d::OpType type) : name(name), type(type) {}
-    // The call builder. `on`: the tensors are read and written in place
-    // (broadcast, all-reduce), recorded and compared.
-    Call& on(const std::vector<at::Tensor>& tensors);
-    // `in` is sent, `out` receives: bytes and dtype are those of `in`, which
-    // the ranks compare.
-    Call& from_to(const std::vector<at::Tensor>& in, const std::vector<at::Tensor>& out);
-    Call& compare(const std::vector<at::Tensor>& tensors);  // instead of the sent ones
-    Call& count(const std::vector<at::Tensor>& tensors);    // bytes and dtype recorded
-    Call& dtype_from(const std::vector<at::Tensor>& tensors);
-    Call& with_peer(int rank);  // the root, or the peer of a send or recv
-    Call& unchecked();          // not compared across the group (Terms::checked)
-
-    const char* name;
-    c10d::OpType type;
+    c10d::OpType type = c10d::OpType::UNKNOWN;
+    CallInfo info;
     std::vector<at::Tensor> outputs;
     std::vector<at::Tensor> inputs;  // kept alive until the Work completes
-    int64_t bytes = 0;
-    at::ScalarType dtype = at::ScalarType::Undefined;
-    c10::Device device = c10::Device(c10::DeviceType::CPU);
-    int peer = -1;
+    std::string refusal;             // the first reason Gloo cannot run it (Refusal.h)
     // AVG of float16/bfloat16: the inputs are divided by the group size
     // before the sum (Note [Averaging half-precision tensors]).
     bool divide_first = false;
-    Terms terms;
     Work::Finish finish;
   };
 
-  // Records and issues `call`: `issue` runs the transport's collective on
-  // host views and returns its Work.
+  // `in` is sent (its bytes and dtype are recorded), `out` receives.
+  Call make(const char* name, c10d::OpType type, const std::vector<at::Tensor>& in,
+            const std::vector<at::Tensor>& out) const;
+
+  // Refuses `call` (a ValueError naming it) or issues it: `issue` runs the
+  // transport's collective on host views and returns its Work.
   c10::intrusive_ptr<c10d::Work> run(Call call,
                                      const std::function<c10::intrusive_ptr<c10d::Work>()>& issue);
 
-  // Notes the reduce op in `call` (and refuses those Gloo lacks); for AVG,
-  // Gloo sums and the finishing step divides `outputs` by the group size, or
-  // for half types the inputs are divided first
-  // (Note [Averaging half-precision tensors]).
+  // Notes the reduce op's refusal in `call`; for AVG, Gloo sums and the
+  // finishing step divides `outputs` by the group size, or for half types
+  // the inputs are divided first (Note [Averaging half-precision tensors]).
   template <typename Opts>
   Opts with_sum_for_avg(const Opts& opts, const std::vector<at::Tensor>& outputs, Call& call) const;
 
-  // The inputs Gloo sums for `call`: `views` divided by the group size when
-  // the call divides first (in place when the caller's tensors are the
-  // outputs too, else copies), else `views`.
+  // The inputs Gloo sums: `views` divided by the group size when the call
+  // divides first (in place when the caller's tensors are the outputs too,
+  // else copies), else `views`.
   std::vector<at::Tensor> summed(bool divide_first, std::vector<at::Tensor> views,
                                  bool in_place) const;
-
-  // The event's seq (Note [Collective events]): group collectives are
-  // numbered in issue order, which every rank shares; sends and recvs per
-  // peer and direction, so that the k-th send to a peer meets its k-th recv.
-  int64_t next_seq(c10d::OpType type, int peer);
 
   c10::intrusive_ptr<c10d::Backend> transport_;
   std::string group_name_;
   std::string refusal_;
-  CallCheck checks_;  // Note [The agreement layer]
-  // Collectives of the group are issued one at a time: each one's number,
-  // comparison and collective follow the same order on every rank
-  // (Note [Ranks agree before Gloo runs]).
-  std::mutex issue_mutex_;
-  std::atomic<int64_t> seq_{0};
-  std::mutex p2p_mutex_;
-  std::map<std::pair<bool, int>, int64_t> p2p_seq_;
-  std::atomic<bool> left_{false};
-  pid_t pid_;  // the process that made the group
 };
-
-// Every group of this process leaves (Note [A rank that left]): the process
-// exits. Called by an atexit hook (openreg_lab/device/_distributed.py).
-void leave_all_groups_at_exit();
 
 }  // namespace openreg::distributed

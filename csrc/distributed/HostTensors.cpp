@@ -55,4 +55,12 @@ int64_t nbytes(const std::vector<at::Tensor>& tensors) {
   return n;
 }
 
+std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor> out;
+  for (const auto& list : lists) {
+    out.insert(out.end(), list.begin(), list.end());
+  }
+  return out;
+}
+
 }  // namespace openreg::distributed

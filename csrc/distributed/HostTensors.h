@@ -32,4 +32,7 @@ std::vector<std::vector<at::Tensor>> host_views(const std::vector<std::vector<at
 // Total bytes of `tensors`.
 int64_t nbytes(const std::vector<at::Tensor>& tensors);
 
+// The tensors of `lists`, in order.
+std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists);
+
 }  // namespace openreg::distributed

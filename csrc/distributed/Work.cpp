@@ -1,7 +1,5 @@
 #include "distributed/Work.h"
 
-#include "trace/Seam.h"  // Note [The lab's seam]
-
 #include <ATen/core/jit_type.h>
 #include <c10/util/Exception.h>
 
@@ -9,7 +7,20 @@
 
 namespace openreg::distributed {
 
-std::string describe(const trace::CollectiveInfo& info) {
+namespace {
+
+// The message of `e` without the C++ backtrace (TORCH_SHOW_CPP_STACKTRACES
+// shows the backtrace of the error that carries it).
+std::string message_of(const std::exception& e) {
+  if (const auto* error = dynamic_cast<const c10::Error*>(&e)) {
+    return error->what_without_backtrace();
+  }
+  return e.what();
+}
+
+}  // namespace
+
+std::string describe(const CallInfo& info) {
   std::ostringstream what;
   what << "openreg " << info.name << " (group '" << info.group << "', rank " << info.rank << " of "
        << info.size << ", " << info.bytes << " bytes";
@@ -20,50 +31,39 @@ std::string describe(const trace::CollectiveInfo& info) {
   return what.str();
 }
 
-Work::Work(c10::intrusive_ptr<c10d::Work> transport, std::shared_ptr<AheadCall> ahead,
-           std::weak_ptr<Agreement> agreement, c10d::OpType type, int rank,
+c10::intrusive_ptr<c10d::Work> issue_named(
+    const CallInfo& info, const std::function<c10::intrusive_ptr<c10d::Work>()>& issue) {
+  try {
+    return issue();
+  } catch (const c10::ValueError&) {
+    throw;  // a refusal names the call already
+  } catch (const std::exception& e) {
+    TORCH_CHECK_WITH(DistBackendError, false, describe(info), " failed: ", message_of(e));
+  }
+}
+
+Work::Work(c10::intrusive_ptr<c10d::Work> transport, c10d::OpType type, int rank,
            std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs, Finish finish,
-           trace::CollectiveInfo info, trace::CollectiveHandle event)
+           CallInfo info)
     : c10d::Work(rank, type),
       transport_(std::move(transport)),
-      ahead_(std::move(ahead)),
-      agreement_(std::move(agreement)),
       outputs_(std::move(outputs)),
       inputs_(std::move(inputs)),
       finish_(std::move(finish)),
-      info_(info),
-      group_(info.group),
-      name_(info.name),
-      event_(event),
+      info_(std::move(info)),
       future_(
           c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
-  info_.group = group_;
-  info_.name = name_;
 }
 
 // Note [Finishing a Work once]
 // The transport completes on its own thread. The first observer of that
 // completion (the transport's future callback, wait() or isCompleted())
-// runs finish_once: it applies the finishing step to the outputs, closes the
-// trace event at the time it ran, and completes this Work's future with the
-// caller's openreg tensors (or with the error, named). Later observers find
-// it done. Gloo's send and recv have no future, so they finish when the
-// caller waits or polls, and their event ends then.
+// runs finish_once: it applies the finishing step to the outputs and
+// completes this Work's future with the caller's openreg tensors (or with
+// the error, named). Later observers find it done. Gloo's send and recv have
+// no future, so they finish when the caller waits or polls.
 void Work::finish_once(std::exception_ptr error) {
   std::call_once(finished_, [&] {
-    if (ahead_ != nullptr) {
-      // Issued ahead of the agreement: if the ranks disagreed, that is the
-      // error to report (Note [Ranks agree before Gloo runs]). Asked whoever
-      // finishes first: the watchdog may have found the disagreement (and set
-      // `over`) just as the transport completed, after the others' decoy,
-      // and its error must not be lost to the transport's success.
-      ahead_->over = true;
-      if (std::shared_ptr<Agreement> agreement = agreement_.lock()) {
-        if (std::exception_ptr disagreement = agreement->disagreement(*ahead_)) {
-          error = disagreement;
-        }
-      }
-    }
     if (!error && finish_) {
       try {
         finish_();
@@ -71,7 +71,6 @@ void Work::finish_once(std::exception_ptr error) {
         error = std::current_exception();
       }
     }
-    trace::end_collective(event_, trace::now_ns());
     {
       std::lock_guard<std::mutex> lock(mutex_);
       completed_ = true;
@@ -86,27 +85,15 @@ void Work::finish_once(std::exception_ptr error) {
   });
 }
 
-std::exception_ptr Work::named(std::exception_ptr error, std::chrono::milliseconds patience) const {
+std::exception_ptr Work::named(std::exception_ptr error) const {
   try {
     std::rethrow_exception(error);
   } catch (const c10::ValueError&) {
-    return error;  // the ranks disagree: the message names the collective already
+    return error;  // names the collective already
   } catch (const std::exception& e) {
-    // One line: the transport's C++ backtrace stays out of the message
-    // (TORCH_SHOW_CPP_STACKTRACES shows this error's own).
-    const auto* error = dynamic_cast<const c10::Error*>(&e);
-    const std::string why = error ? error->what_without_backtrace() : e.what();
-    std::string left;  // Note [A rank that left]: name the rank, not only its address
-    std::shared_ptr<Agreement> agreement = agreement_.lock();
-    const c10d::OpType type = retrieveOpType();
-    if (agreement != nullptr && info_.seq >= 0 && type != c10d::OpType::SEND &&
-        type != c10d::OpType::RECV && type != c10d::OpType::RECVANYSOURCE &&
-        why.find(kLeftTheGroup) == std::string::npos) {
-      left = agreement->who_left(info_.seq, patience);
-    }
+    // One line: the transport's C++ backtrace stays out of the message.
     try {
-      TORCH_CHECK_WITH(DistBackendError, false, describe(info_),
-                       " failed: ", left.empty() ? why : left + " (" + why + ")");
+      TORCH_CHECK_WITH(DistBackendError, false, describe(info_), " failed: ", message_of(e));
     } catch (...) {
       return std::current_exception();
     }
@@ -126,16 +113,6 @@ void Work::watch_transport() {
     done->addCallback([self](c10::ivalue::Future& f) {
       self->finish_once(f.hasError() ? f.exception_ptr() : nullptr);
     });
-  }
-  std::shared_ptr<Agreement> agreement = agreement_.lock();
-  if (ahead_ != nullptr && agreement != nullptr) {
-    c10::weak_intrusive_ptr<Work> weak(c10::intrusive_ptr<Work>::reclaim_copy(this));
-    ahead_->fail = [weak](std::exception_ptr error) {
-      if (c10::intrusive_ptr<Work> self = weak.lock()) {
-        self->finish_once(error);
-      }
-    };
-    agreement->watch(ahead_);
   }
 }
 
@@ -163,29 +140,21 @@ std::vector<at::Tensor> Work::result() {
 }
 
 bool Work::wait(std::chrono::milliseconds timeout) {
-  const int64_t start = trace::now_ns();
   try {
     transport_->wait(timeout);
   } catch (...) {
     if (!transport_->isCompleted()) {
-      // The wait timed out, not the collective: it may still complete, and
-      // a later wait() can see it do so (one look for a rank that left).
-      trace::record_collective_wait(info_, start);
-      std::rethrow_exception(named(std::current_exception(), std::chrono::milliseconds(0)));
+      // The wait timed out, not the collective: a later wait() may see it complete.
+      std::rethrow_exception(named(std::current_exception()));
     }
     finish_once(std::current_exception());
   }
   finish_once(nullptr);  // a no-op if the transport's callback finished it
   future_->wait();       // that callback may still be running on Gloo's thread
-  trace::record_collective_wait(info_, start);
   if (future_->hasError()) {
     std::rethrow_exception(future_->exception_ptr());
   }
   return true;
-}
-
-void Work::release_resources() {
-  ahead_.reset();
 }
 
 void Work::abort() {

@@ -6,6 +6,12 @@ type ``openreg``: ``init_process_group(backend="ogloo")``, ``"cpu:gloo,openreg:o
 backend all route openreg tensors to it. Each group gets a Gloo group of its own (shipped with
 torch) as its transport; the C++ backend hands Gloo host views of the openreg tensors, so no byte
 is staged (Note [Collectives on host views]).
+
+The lab wraps it in its checked collectives (Note [Checked collectives] in
+``csrc/checked/CheckedBackend.h``): the ranks compare each call before Gloo runs, and the lab
+records it. It also registers ``"checked_gloo"``, PyTorch's Gloo in the same wrapper, for CPU
+tensors: ``init_process_group("checked_gloo")`` gives a CPU-only job the same one-line errors.
+A build without the lab (no ``_C._CheckedBackend``) registers the plain backend.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import torch
 from openreg_lab import _C
 
 BACKEND = "ogloo"
+#: PyTorch's Gloo in the lab's checked collectives, for CPU tensors.
+CHECKED_GLOO = "checked_gloo"
 DEVICE = "openreg"
 #: The job this process joined, learnt when its world group was made: ``run_id``, ``rank``,
 #: ``world_size`` (empty before; Note [A run id for every trace] in recording/distributed.py).
@@ -32,15 +40,17 @@ def register() -> None:
     """Register ``"ogloo"`` with ``torch.distributed`` for ``openreg`` tensors (once; no-op without
     ``torch.distributed``). At exit, every group of the process tells its other ranks that this one
     left, so none of them waits the group's timeout for it (Note [A rank that left] in
-    ``csrc/distributed/Agreement.h``)."""
+    ``csrc/checked/Agreement.h``)."""
     if not torch.distributed.is_available():
         return
     backend = torch.distributed.Backend
     if BACKEND.upper() in backend._plugins:
         return
     backend.register_backend(BACKEND, _create_group, extended_api=True, devices=[DEVICE, "cpu"])
+    if hasattr(_C, "_CheckedBackend"):
+        backend.register_backend(CHECKED_GLOO, _create_checked_gloo, extended_api=True, devices=["cpu"])
+        atexit.register(_C._leave_groups_at_exit)
     _refuse_openreg_on_other_backends()
-    atexit.register(_C._leave_groups_at_exit)
 
 
 GLOO_REFUSAL = (
@@ -75,7 +85,7 @@ def _refuse_openreg_on_other_backends() -> None:
             if DEVICE not in devices and "cpu" in devices:
                 transport = pg._get_backend(torch.device("cpu"))
                 name = kwargs.get("group_name", args[5] if len(args) > 5 else "")
-                refusing = _C._DistributedBackend(transport, str(name), store, GLOO_REFUSAL)
+                refusing = _C._DistributedBackend(transport, str(name), GLOO_REFUSAL)
                 pg._register_backend(
                     torch.device(DEVICE), torch.distributed.ProcessGroup.BackendType.CUSTOM, refusing
                 )
@@ -105,7 +115,7 @@ def _create_group(options: Any, backend_options: Any = None) -> Any:
     rank, size = options.group_rank, options.group_size
     store = _incarnation_store(options.store, size)
     gloo = ProcessGroupGloo(store, rank, size, options.timeout)
-    ours = _C._DistributedBackend(gloo, str(options.group_id), store)
+    ours = _checked(_C._DistributedBackend(gloo, str(options.group_id)), str(options.group_id), store)
     group = ProcessGroup(options.store, rank, size)
     group._set_default_backend(ProcessGroup.BackendType.CUSTOM)
     group._register_backend(torch.device(DEVICE), ProcessGroup.BackendType.CUSTOM, ours)
@@ -113,6 +123,26 @@ def _create_group(options: Any, backend_options: Any = None) -> Any:
     if str(options.group_id) == "0":  # the world group: every rank of the job
         remember_job(options.store, rank, size)
     return group
+
+
+def _create_checked_gloo(options: Any, backend_options: Any = None) -> Any:
+    """The creator of ``"checked_gloo"``: PyTorch's Gloo group for CPU tensors, in the lab's checked
+    collectives (the same comparisons and errors as openreg's backend, and its records)."""
+    from torch.distributed import ProcessGroupGloo
+
+    rank, size = options.group_rank, options.group_size
+    store = _incarnation_store(options.store, size)
+    gloo = ProcessGroupGloo(store, rank, size, options.timeout)
+    if str(options.group_id) == "0":
+        _remember_job(options.store, rank, size)
+    return _C._CheckedBackend(gloo, str(options.group_id), store)
+
+
+def _checked(backend: Any, group_name: str, store: Any) -> Any:
+    """``backend`` in the lab's checked collectives (Note [Checked collectives]), or as it is in a
+    build without the lab. To drop the layer, return ``backend``."""
+    wrap = getattr(_C, "_CheckedBackend", None)
+    return backend if wrap is None else wrap(backend, group_name, store)
 
 
 def _incarnation_store(store: Any, size: int) -> Any:

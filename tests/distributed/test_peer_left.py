@@ -1,6 +1,6 @@
 """A collective after a peer left is an error within seconds, naming it.
 
-Note [A rank that left] in ``csrc/distributed/Agreement.h``: a rank that leaves (its process exits,
+Note [A rank that left] in ``csrc/checked/Agreement.h``: a rank that leaves (its process exits,
 or it destroys its group) says so in the group's store, so the rank still calling collectives fails
 at once instead of waiting the group's timeout (30 minutes by default, left at that here). Two ranks
 per scenario in fresh interpreters over 127.0.0.1, as in test_distributed.py's dead-rank test, every

@@ -254,13 +254,14 @@ def mixed_devices(rank: int, world: int) -> dict[str, str]:
     return errors
 
 
-def mismatch(rank: int, world: int, what: str) -> str:
+def mismatch(rank: int, world: int, what: str, device: str = "") -> str:
     """Ranks disagreeing on the call get the same clear error, and the group lives on.
 
     On a fresh group, whose first call nobody can have predicted: every rank waits for the
-    agreement (Note [Ranks agree before Gloo runs]), so nothing is sent.
+    agreement (Note [Ranks agree before Gloo runs]), so nothing is sent. On openreg tensors, or on
+    ``device`` ("cpu": a "checked_gloo" group).
     """
-    dev = _dev(rank)
+    dev = torch.device(device) if device else _dev(rank)
     group = dist.new_group()
     x = torch.ones(4, device=dev)
     message = ""
@@ -641,12 +642,12 @@ def reinit_same_store(rank: int, world: int, port: int) -> list[float]:
     return [float(x[0]), float(y[0])]
 
 
-def p2p_mismatch(rank: int, world: int) -> dict[str, Any]:
+def p2p_mismatch(rank: int, world: int, device: str = "") -> dict[str, Any]:
     """A send and its recv that disagree (dtype, then size): the same ValueError on both ranks,
     the receiver's tensor untouched; then matching ones work, also with each rank's irecv posted
-    before its send (Note [A send meets its recv])."""
+    before its send (Note [A send meets its recv]). On openreg tensors, or on ``device``."""
     assert world == 2
-    dev, peer = _dev(rank), 1 - rank
+    dev, peer = torch.device(device) if device else _dev(rank), 1 - rank
     out: dict[str, Any] = {}
     for case, (dtype, n) in {"dtype": (torch.int32, 4), "size": (torch.float32, 8)}.items():
         if rank == 0:

@@ -1,7 +1,7 @@
 #pragma once
 
 // Note [The agreement layer]
-// What a vendor's backend (Backend.cpp) asks of the agreement, in one place:
+// What the checked collectives (CheckedBackend.cpp) ask of the agreement, in one place:
 // before a collective, `before` compares the call with the group's other
 // ranks (Note [Ranks agree before Gloo runs]) and raises their disagreement,
 // or this rank's refusal once they agree; a send and its recv compare through
@@ -9,11 +9,11 @@
 // call's terms (which tensors the ranks compare, its root and reduce op, why
 // it refuses it, the decoy that may stand in for it) and keeps no agreement
 // state. The layer needs only a transport (any c10d::Backend: the decoys run
-// on it) and the group's store, so it serves any collective library a vendor
-// puts under the backend. OPENREG_DIST_CHECK=0 turns it off.
+// on it) and the group's store, so it serves any backend the checked
+// collectives wrap. OPENREG_DIST_CHECK=0 turns it off.
 
-#include "distributed/Agreement.h"
-#include "distributed/PeerCheck.h"
+#include "checked/Agreement.h"
+#include "checked/PeerCheck.h"
 
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-namespace openreg::distributed {
+namespace openreg::checked {
 
 // What the ranks of a group must agree on for one call.
 struct Terms {
@@ -47,9 +47,9 @@ struct Terms {
 
 class CallCheck {
  public:
-  // `on` false: no comparison (a refusing backend, OPENREG_DIST_CHECK=0).
+  // Compares nothing when OPENREG_DIST_CHECK=0 or the group has one rank.
   CallCheck(const c10::intrusive_ptr<c10d::Backend>& transport,
-            const c10::intrusive_ptr<c10d::Store>& store, const std::string& group_name, bool on);
+            const c10::intrusive_ptr<c10d::Store>& store, const std::string& group_name);
 
   // Before call `op` numbered `seq` in the group, on `device`: raises the
   // ranks' disagreement, or the refusal once they agree (`who` names the call
@@ -60,10 +60,10 @@ class CallCheck {
   // A send of `tensors` to `dst`: the step its Work finishes with (null when
   // unchecked).
   std::function<void()> send(int dst, const std::vector<at::Tensor>& tensors);
-  // A recv from `src` into `tensors` (`views` their host views): `receive`
-  // issues it once the sender's row is read, or at once when unchecked.
-  c10::intrusive_ptr<c10d::Work> recv(int src, const std::vector<at::Tensor>& tensors,
-                                      std::vector<at::Tensor> views, PeerCheck::Receive receive);
+  // A recv from `src` into `tensors`: `receive` issues it once the sender's
+  // row is read, or at once when unchecked.
+  c10::intrusive_ptr<c10d::Work> recv(int src, std::vector<at::Tensor> tensors,
+                                      PeerCheck::Receive receive);
 
   std::weak_ptr<Agreement> agreement() const {
     return agreement_;
@@ -78,4 +78,4 @@ class CallCheck {
   std::shared_ptr<PeerCheck> peers_;
 };
 
-}  // namespace openreg::distributed
+}  // namespace openreg::checked

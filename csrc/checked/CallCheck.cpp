@@ -1,17 +1,16 @@
-#include "distributed/CallCheck.h"
+#include "checked/CallCheck.h"
 
 #include <c10/util/Exception.h>
 #include <c10/util/Logging.h>
 
 #include <algorithm>
 
-namespace openreg::distributed {
+namespace openreg::checked {
 
 CallCheck::CallCheck(const c10::intrusive_ptr<c10d::Backend>& transport,
-                     const c10::intrusive_ptr<c10d::Store>& store, const std::string& group_name,
-                     bool on)
-    : agreement_(on ? std::make_shared<Agreement>(transport, store, group_name) : nullptr),
-      peers_(on && agreement_checked() && transport->getSize() > 1
+                     const c10::intrusive_ptr<c10d::Store>& store, const std::string& group_name)
+    : agreement_(std::make_shared<Agreement>(transport, store, group_name)),
+      peers_(agreement_checked() && transport->getSize() > 1
                  ? std::make_shared<PeerCheck>(store, transport->getRank(), transport->getSize(),
                                                group_name)
                  : nullptr) {}
@@ -54,13 +53,13 @@ std::function<void()> CallCheck::send(int dst, const std::vector<at::Tensor>& te
   return peers_->send(dst, tensors[0]);
 }
 
-c10::intrusive_ptr<c10d::Work> CallCheck::recv(int src, const std::vector<at::Tensor>& tensors,
-                                               std::vector<at::Tensor> views,
+c10::intrusive_ptr<c10d::Work> CallCheck::recv(int src, std::vector<at::Tensor> tensors,
                                                PeerCheck::Receive receive) {
   if (!peers_ || tensors.size() != 1) {
-    return receive(views);
+    return receive(tensors);
   }
-  return peers_->recv(src, tensors[0], std::move(views), std::move(receive));
+  const at::Tensor tensor = tensors[0];
+  return peers_->recv(src, tensor, std::move(tensors), std::move(receive));
 }
 
 namespace {
@@ -103,4 +102,4 @@ void CallCheck::stop() {
   }
 }
 
-}  // namespace openreg::distributed
+}  // namespace openreg::checked

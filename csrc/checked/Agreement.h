@@ -35,7 +35,7 @@
 // lives on. A call ahead that completes without having posted cannot have
 // met a disagreement: a decoy is only sent after every rank's row was read.
 // Only calls a decoy can stand in for run ahead: one tensor, a collective
-// whose sizes its signature fixes (Backend.cpp).
+// whose sizes its signature fixes (CheckedBackend.cpp).
 //
 // Signatures are posted in slots ("openreg/agree/<slot>/<rank>" in the store
 // of the group's incarnation, Note [A group's incarnations] in
@@ -98,7 +98,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace openreg::distributed {
+namespace openreg::checked {
 
 // False when OPENREG_DIST_CHECK=0.
 bool agreement_checked();
@@ -237,4 +237,4 @@ class Agreement {
   std::thread watchdog_;  // started with the first call ahead
 };
 
-}  // namespace openreg::distributed
+}  // namespace openreg::checked

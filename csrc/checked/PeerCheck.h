@@ -42,11 +42,12 @@
 #include <string>
 #include <vector>
 
-namespace openreg::distributed {
+namespace openreg::checked {
 
 class PeerCheck : public std::enable_shared_from_this<PeerCheck> {
  public:
-  // Issues a recv into `tensors` (host views) on the transport.
+  // Issues a recv into `tensors` on the transport (the backend the checked
+  // collectives wrap).
   using Receive = std::function<c10::intrusive_ptr<c10d::Work>(std::vector<at::Tensor>& tensors)>;
 
   // `store` is the group's (its own connection is cloned from it).
@@ -57,9 +58,9 @@ class PeerCheck : public std::enable_shared_from_this<PeerCheck> {
   // returns the step its Work finishes with (it raises the mismatch).
   std::function<void()> send(int dst, const at::Tensor& tensor);
 
-  // The receiver's side of a recv from `src` into `tensor` (`views` its host
-  // views): posts its row and returns the Work of the recv that `receive`
-  // issues once the sender's row is read.
+  // The receiver's side of a recv from `src` into `tensor` (`views`: the
+  // list holding it, as `receive` takes it): returns the Work of the recv
+  // that `receive` issues once the sender's row is read.
   c10::intrusive_ptr<c10d::Work> recv(int src, const at::Tensor& tensor,
                                       std::vector<at::Tensor> views, Receive receive);
 
@@ -86,4 +87,4 @@ class PeerCheck : public std::enable_shared_from_this<PeerCheck> {
   std::map<int, std::shared_future<void>> issued_;
 };
 
-}  // namespace openreg::distributed
+}  // namespace openreg::checked

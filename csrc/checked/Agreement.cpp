@@ -1,4 +1,4 @@
-#include "distributed/Agreement.h"
+#include "checked/Agreement.h"
 
 #include <c10/util/Exception.h>
 
@@ -8,7 +8,7 @@
 #include <functional>
 #include <sstream>
 
-namespace openreg::distributed {
+namespace openreg::checked {
 
 namespace {
 
@@ -42,7 +42,7 @@ constexpr auto kWatchdogPeriod = std::chrono::milliseconds(10);
 
 using Clock = std::chrono::steady_clock;
 
-// The backend's collectives (Backend.cpp), by their number in a signature.
+// The checked collectives (CheckedBackend.cpp), by their number in a signature.
 constexpr const char* kCollectives[] = {"broadcast",
                                         "allreduce",
                                         "allreduce_coalesced",
@@ -585,4 +585,4 @@ std::exception_ptr Agreement::disagreement(AheadCall& call) {
   return nullptr;
 }
 
-}  // namespace openreg::distributed
+}  // namespace openreg::checked

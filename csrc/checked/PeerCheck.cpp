@@ -1,6 +1,6 @@
-#include "distributed/PeerCheck.h"
+#include "checked/PeerCheck.h"
 
-#include "distributed/Agreement.h"  // leaving_reason
+#include "checked/Agreement.h"  // leaving_reason
 
 #include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
@@ -11,7 +11,7 @@
 #include <sstream>
 #include <thread>
 
-namespace openreg::distributed {
+namespace openreg::checked {
 
 namespace {
 
@@ -262,4 +262,4 @@ c10::intrusive_ptr<c10d::Work> PeerCheck::recv(int src, const at::Tensor& tensor
   return work;
 }
 
-}  // namespace openreg::distributed
+}  // namespace openreg::checked
