@@ -1,7 +1,7 @@
 #include "distributed/Backend.h"
 
 #include "distributed/HostTensors.h"
-#include "trace/Seam.h"  // Note [The lab's seam]
+#include "runtime/Seam.h"  // Note [The lab's seam]
 
 #include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
@@ -246,7 +246,7 @@ void leave_all_groups_at_exit() {
 c10::intrusive_ptr<c10d::Work> Backend::run(
     Call call, const std::function<c10::intrusive_ptr<c10d::Work>()>& issue) {
   std::lock_guard<std::mutex> issuing(issue_mutex_);
-  trace::CollectiveInfo info;
+  seam::CollectiveInfo info;
   info.name = call.name;
   info.group = group_name_;
   info.seq = next_seq(call.type, call.peer);
@@ -273,7 +273,7 @@ c10::intrusive_ptr<c10d::Work> Backend::run(
         "a tensor is not dense (a strided view such as x[::2]); collectives take contiguous "
         "tensors, as with NCCL: pass x.contiguous() (and copy an output back into the view)";
   }
-  const trace::CollectiveHandle event = trace::begin_collective(info);
+  const seam::CollectiveEvent event = lab_begin_collective(info);
   std::shared_ptr<AheadCall> ahead;
   c10::intrusive_ptr<c10d::Work> transport_work;
   try {
@@ -281,10 +281,10 @@ c10::intrusive_ptr<c10d::Work> Backend::run(
         checks_.before(call.name, std::move(terms), call.device.type(), info.seq, describe(info));
     transport_work = issue();
   } catch (const c10::ValueError&) {
-    trace::end_collective(event, trace::now_ns());
+    lab_end_collective(event);
     throw;  // the ranks disagree (Agreement.h), or refuse alike: one line on every rank
   } catch (const std::exception& e) {
-    trace::end_collective(event, trace::now_ns());
+    lab_end_collective(event);
     TORCH_CHECK_WITH(DistBackendError, false, describe(info), " failed: ", message_of(e));
   }
   auto work = c10::make_intrusive<Work>(

@@ -12,9 +12,10 @@
 // vendor rewrites to call their own collective library.
 //
 // Each collective is one short method: the call builder says what it is,
-// then `run` records it at the lab's seam (Note [Collective events], through
-// trace/Seam.h), passes it through the agreement layer (CallCheck.h: every
-// rank compares its call first, Note [The agreement layer]) and issues it.
+// then `run` hands it to the lab (Note [The lab's seam] in runtime/Seam.h,
+// the lab's Note [Collective events]), passes it through the agreement layer
+// (CallCheck.h: every rank compares its call first, Note [The agreement
+// layer]) and issues it.
 // Beyond Gloo: ReduceOp::AVG (a sum, then a division when the sum completes;
 // for float16 and bfloat16 a division first: Note [Averaging half-precision
 // tensors]) and one-line refusals of what Gloo cannot run.

@@ -1,6 +1,7 @@
 #include "distributed/Work.h"
 
-#include "trace/Seam.h"  // Note [The lab's seam]
+#include "runtime/Clock.h"
+#include "runtime/Seam.h"  // Note [The lab's seam]
 
 #include <ATen/core/jit_type.h>
 #include <c10/util/Exception.h>
@@ -9,7 +10,28 @@
 
 namespace openreg::distributed {
 
-std::string describe(const trace::CollectiveInfo& info) {
+seam::CollectiveEvent lab_begin_collective(const seam::CollectiveInfo& info) {
+  const seam::Hooks* lab = seam::hooks();
+  return lab != nullptr ? lab->begin_collective(info) : seam::CollectiveEvent{};
+}
+
+void lab_end_collective(const seam::CollectiveEvent& event) {
+  if (const seam::Hooks* lab = seam::hooks()) {
+    lab->end_collective(event, now_ns());
+  }
+}
+
+namespace {
+
+void lab_collective_wait(const seam::CollectiveInfo& info, int64_t start_ns) {
+  if (const seam::Hooks* lab = seam::hooks()) {
+    lab->record_collective_wait(info, start_ns);
+  }
+}
+
+}  // namespace
+
+std::string describe(const seam::CollectiveInfo& info) {
   std::ostringstream what;
   what << "openreg " << info.name << " (group '" << info.group << "', rank " << info.rank << " of "
        << info.size << ", " << info.bytes << " bytes";
@@ -23,7 +45,7 @@ std::string describe(const trace::CollectiveInfo& info) {
 Work::Work(c10::intrusive_ptr<c10d::Work> transport, std::shared_ptr<AheadCall> ahead,
            std::weak_ptr<Agreement> agreement, c10d::OpType type, int rank,
            std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs, Finish finish,
-           trace::CollectiveInfo info, trace::CollectiveHandle event)
+           seam::CollectiveInfo info, seam::CollectiveEvent event)
     : c10d::Work(rank, type),
       transport_(std::move(transport)),
       ahead_(std::move(ahead)),
@@ -71,7 +93,7 @@ void Work::finish_once(std::exception_ptr error) {
         error = std::current_exception();
       }
     }
-    trace::end_collective(event_, trace::now_ns());
+    lab_end_collective(event_);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       completed_ = true;
@@ -163,21 +185,21 @@ std::vector<at::Tensor> Work::result() {
 }
 
 bool Work::wait(std::chrono::milliseconds timeout) {
-  const int64_t start = trace::now_ns();
+  const int64_t start = now_ns();
   try {
     transport_->wait(timeout);
   } catch (...) {
     if (!transport_->isCompleted()) {
       // The wait timed out, not the collective: it may still complete, and
       // a later wait() can see it do so (one look for a rank that left).
-      trace::record_collective_wait(info_, start);
+      lab_collective_wait(info_, start);
       std::rethrow_exception(named(std::current_exception(), std::chrono::milliseconds(0)));
     }
     finish_once(std::current_exception());
   }
   finish_once(nullptr);  // a no-op if the transport's callback finished it
   future_->wait();       // that callback may still be running on Gloo's thread
-  trace::record_collective_wait(info_, start);
+  lab_collective_wait(info_, start);
   if (future_->hasError()) {
     std::rethrow_exception(future_->exception_ptr());
   }

@@ -14,7 +14,7 @@
 // if they turn out to disagree.
 
 #include "distributed/Agreement.h"
-#include "trace/Seam.h"  // Note [The lab's seam]
+#include "runtime/Seam.h"  // Note [The lab's seam]
 
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -30,7 +30,12 @@ namespace openreg::distributed {
 
 // What a collective is, for its errors: "openreg allreduce (group '0', rank 1
 // of 2, 16 bytes of Float on openreg:1)". Built only when an error needs it.
-std::string describe(const trace::CollectiveInfo& info);
+std::string describe(const seam::CollectiveInfo& info);
+
+// The lab's collective hooks (Note [The lab's seam]): an empty event, and
+// nothing recorded, while no lab is loaded.
+seam::CollectiveEvent lab_begin_collective(const seam::CollectiveInfo& info);
+void lab_end_collective(const seam::CollectiveEvent& event);
 
 class Work : public c10d::Work {
  public:
@@ -41,7 +46,7 @@ class Work : public c10d::Work {
   Work(c10::intrusive_ptr<c10d::Work> transport, std::shared_ptr<AheadCall> ahead,
        std::weak_ptr<Agreement> agreement, c10d::OpType type, int rank,
        std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs, Finish finish,
-       trace::CollectiveInfo info, trace::CollectiveHandle event);
+       seam::CollectiveInfo info, seam::CollectiveEvent event);
 
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -78,10 +83,10 @@ class Work : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   std::vector<at::Tensor> inputs_;  // kept alive: the transport reads their host views
   Finish finish_;
-  trace::CollectiveInfo info_;
+  seam::CollectiveInfo info_;
   std::string group_;  // info_.group views this
   std::string name_;   // info_.name views this
-  trace::CollectiveHandle event_;
+  seam::CollectiveEvent event_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::once_flag finished_;
 };
