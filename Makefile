@@ -1,7 +1,7 @@
 # The commands of the README. Each sets everything up first (idempotent).
 PY := .venv/bin/python
 
-.PHONY: demo lab test test-all setup lint test-asan
+.PHONY: demo lab test test-all template-check setup lint test-asan
 
 # Train the example LM on openreg, traced: prints the top fallbacks and writes report.html.
 demo: setup
@@ -13,15 +13,23 @@ lab: setup
 
 test: setup lint
 	$(PY) -m pytest
+	$(PY) scripts/template_check.py
+
+# The template (csrc/runtime, aten, distributed, python/device and the device module) built and tested
+# alone, without the lab, in build/template/ (docs/porting.md).
+template-check: setup
+	$(PY) scripts/template_check.py
 
 # The slow tier too (long sweeps, the full Binder build): not in CI.
 test-all: setup lint
 	$(PY) -m pytest -m ''
+	$(PY) scripts/template_check.py
 
 setup:
 	bash scripts/setup.sh
 
-PYSRC := openreg_lab tests setup.py _openreg_lab_autoload.py scripts/dev_install.py $(wildcard benchmarks)
+PYSRC := openreg_lab tests setup.py _openreg_lab_autoload.py scripts/dev_install.py scripts/template_check.py \
+	scripts/template_setup.py $(wildcard benchmarks)
 
 lint:
 	$(PY) -m ruff check $(PYSRC)

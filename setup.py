@@ -31,9 +31,14 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 PCH_HEADER = os.path.join(ROOT, "csrc", "Precompiled.h")
 
 
+#: The template's own extension module (scripts/template_check.py builds it): the lab's build binds the
+#: same device functions in csrc/python/Module.cpp, with the lab's.
+TEMPLATE_MODULE = os.path.join("csrc", "python", "device", "Module.cpp")
+
+
 def _sources() -> list[str]:
     files = glob.glob(os.path.join("csrc", "**", "*.cpp"), recursive=True)
-    return sorted(files)
+    return sorted(f for f in files if f != TEMPLATE_MODULE)
 
 
 #: Sources compiled together in one unity file, at most (see _unity_sources).

@@ -19,6 +19,17 @@ refuses a good extension when it goes stale, and a hash costs reading the whole 
 ``import torch`` (5 ms for SHA-1 or SHA-256 from the page cache). What this does not catch is a
 file of the right length whose bytes were changed: not what an interrupted write leaves.
 
+Note [One extension name, two builds]
+The device's functions (``csrc/python/device``) are bound into ``openreg_lab._C`` by either of two
+builds: the lab's (``setup.py``: everything in ``csrc/``, the lab's functions and its table of hooks
+added, Note [The lab's seam] in ``csrc/runtime/Seam.h``) or the template's alone
+(``scripts/template_setup.py``, what a vendor who copies the template builds; ``make template-check``).
+Both are the same module to ``openreg_lab.device``, which imports ``_C`` and calls only the device's
+functions, so it needs no second import path and no test of which build it got: without the lab, the
+lab's functions are simply absent, and the hooks stay null. One name also keeps one extension per
+process: the two builds register the same PrivateUse1 kernels, and a process that loaded both would
+register them twice.
+
 After the load, ``_C._init()`` validates the ``OPENREG_*`` variables before anything reads the
 device count (Note [The device count is fixed at its first valid reading] in
 ``csrc/runtime/Device.cpp``): after a failed import (torch's autoload on a bad

@@ -14,7 +14,8 @@
 #include "aten/Autocast.h"
 
 #include "aten/Copy.h"
-#include "trace/Seam.h"  // Note [The lab's seam]
+#include "aten/KernelScopes.h"  // Note [The lab's seam]
+#include "runtime/Clock.h"
 
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -216,15 +217,19 @@ at::Tensor cast_argument(const c10::FunctionSchema& op, size_t arg_index, const 
   if (!at::autocast::is_eligible(t, kDevice) || t.scalar_type() == to) {
     return t;
   }
-  const int64_t start = trace::enabled() ? trace::now_ns() : 0;
+  const seam::Hooks* lab = seam::hooks();  // Note [The lab's seam]
+  const int64_t start =
+      lab != nullptr && lab->recording->load(std::memory_order_relaxed) ? now_ns() : 0;
   const uint64_t copies_before = copies_on_this_thread();
   at::Tensor out = at::autocast::cached_cast(to, t, kDevice);
   // A fresh cast copies through _copy_from; a weight-cache hit copies nothing.
   const bool cache_hit = copies_on_this_thread() == copies_before;
   tls_counts.casts += 1;
   tls_counts.cache_hits += cache_hit ? 1 : 0;
-  trace::record_cast(start, op, arg_index, t.device(), t.scalar_type(), to,
+  if (lab != nullptr) {
+    lab->record_cast(start, op, arg_index, t.device(), t.scalar_type(), to,
                      static_cast<int64_t>(out.nbytes()), cache_hit);
+  }
   return out;
 }
 

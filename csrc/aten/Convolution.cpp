@@ -35,11 +35,10 @@
 // cannot run them.
 
 #include "aten/HostView.h"
+#include "aten/KernelScopes.h"  // Note [The lab's seam]
 #include "aten/Registration.h"
 #include "aten/fallback/FallbackPolicy.h"
-#include "aten/fallback/Profile.h"
 #include "aten/native/HostKernel.h"
-#include "trace/Seam.h"  // Note [The lab's seam]
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
@@ -58,15 +57,16 @@ void check_same_device(const at::Tensor& input, const at::Tensor& other, const c
               input.device(), " and ", other.device(), "! (convolution ", what, ")");
 }
 
-// Whether the active profile lacks the hook `name`: then it runs through the
-// copy path.
+// Whether the lab's active profile lacks the hook `name`: then it runs
+// through the copy path.
 bool via_cpu(const char* name) {
-  if (!profile_active()) {
+  const seam::Hooks* lab = seam::hooks();
+  if (lab == nullptr) {
     return false;
   }
   static const c10::OperatorName forward("aten::convolution_overrideable", "");
   static const c10::OperatorName backward("aten::convolution_backward_overrideable", "");
-  return !profile_covers(std::string_view(name) == "forward" ? forward : backward);
+  return lab->kernel_taken(std::string_view(name) == "forward" ? forward : backward);
 }
 
 // The op's schema, for the recorder's fallback event.
@@ -84,8 +84,8 @@ at::Tensor convolution_via_cpu(const at::Tensor& input, const at::Tensor& weight
                          "Convolution (conv1d/2d/3d and conv_transpose1d/2d/3d, which openreg's "
                          "aten::convolution_overrideable hands to the CPU's kernel)");
   static const c10::FunctionSchema& schema = schema_of("aten::convolution_overrideable");
-  trace::FallbackScope traced(schema);
-  trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
+  FallbackScope traced(schema);
+  InternalScope internal;  // Note [The backend's own dispatcher calls]
   std::optional<at::Tensor> host_bias;
   if (bias.has_value() && bias->defined()) {
     host_bias = bias->cpu();
@@ -104,8 +104,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_via_cpu(
                          "Convolution backward (openreg's aten::convolution_backward_overrideable "
                          "hands it to the CPU's kernel)");
   static const c10::FunctionSchema& schema = schema_of("aten::convolution_backward_overrideable");
-  trace::FallbackScope traced(schema);
-  trace::InternalScope internal;
+  FallbackScope traced(schema);
+  InternalScope internal;
   auto [gi, gw, gb] = at::convolution_backward(
       grad_output.cpu(), input.cpu(), weight.cpu(), at::OptionalIntArrayRef({channels}), stride,
       padding, dilation, transposed, output_padding, groups, output_mask);
@@ -131,7 +131,7 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   }
   at::Tensor host;
   {
-    trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
+    InternalScope internal;  // Note [The backend's own dispatcher calls]
     host = at::convolution(host_view(input), host_view(weight), host_view(bias), stride, padding,
                            dilation, transposed, output_padding, groups);
   }
@@ -156,7 +156,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   at::Tensor gw;
   at::Tensor gb;
   {
-    trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
+    InternalScope internal;  // Note [The backend's own dispatcher calls]
     std::tie(gi, gw, gb) =
         at::convolution_backward(host_view(grad_output), host_view(input), host_view(weight),
                                  at::OptionalIntArrayRef({channels}), stride, padding, dilation,

@@ -5,8 +5,9 @@
 #include "aten/Copy.h"
 
 #include "aten/HostView.h"
+#include "aten/KernelScopes.h"  // Note [The lab's seam]
 #include "aten/Registration.h"
-#include "trace/Seam.h"  // Note [The lab's seam]
+#include "runtime/Clock.h"
 
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
@@ -45,13 +46,17 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
   TORCH_CHECK(dst.device().is_cpu() || on_openreg(dst), "copy from openreg to ", dst.device(),
               " is not supported: move the tensor to cpu first");
   c10::OptionalDeviceGuard guard(on_openreg(dst) ? dst.device() : self.device());
-  const int64_t start = trace::enabled() ? trace::now_ns() : 0;
+  const seam::Hooks* lab = seam::hooks();  // Note [The lab's seam]
+  const int64_t start =
+      lab != nullptr && lab->recording->load(std::memory_order_relaxed) ? now_ns() : 0;
   {
-    trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
+    InternalScope internal;  // Note [The backend's own dispatcher calls]
     plain_view(dst).copy_(plain_view(self));
   }
   ++tls_copies;
-  trace::record_copy(start, self.device(), dst.device(), static_cast<int64_t>(dst.nbytes()));
+  if (lab != nullptr) {
+    lab->record_copy(start, self.device(), dst.device(), static_cast<int64_t>(dst.nbytes()));
+  }
   return dst;
 }
 

@@ -9,7 +9,7 @@
 // the kernels (Note [Op events from openreg's kernels]); otherwise it costs
 // one relaxed load and calls the kernel.
 
-#include "trace/Seam.h"  // Note [The lab's seam]
+#include "aten/KernelScopes.h"  // Note [The lab's seam]
 
 #include <torch/library.h>
 
@@ -35,7 +35,7 @@ struct Traced;
 template <OpLiteral Name, auto Kernel, class Return, class... Args>
 struct Traced<Name, Kernel, Return (*)(Args...)> {
   static Return call(Args... args) {
-    trace::KernelScope scope(Name.text, args...);
+    KernelScope scope(Name.text, args...);
     return Kernel(std::forward<Args>(args)...);
   }
 };

@@ -1,8 +1,8 @@
-// Bindings for profiles (Note [Profiles]) and the per-thread call counters.
+// Bindings for the lab's coverage profiles (Note [Profiles]) and their
+// per-thread count of generic native calls.
 
-#include "aten/fallback/FallbackCount.h"
-#include "aten/fallback/GenericNative.h"
-#include "aten/fallback/Profile.h"
+#include "coverage/GenericNative.h"
+#include "coverage/Profile.h"
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -27,9 +27,6 @@ void bind_profiles(py::module_& m) {
       "profile runs natively.");
   m.def("clear_profile", &openreg::clear_profile, "Back to openreg's own kernels.");
   m.def("profile_name", &openreg::profile_name, "Name of the active profile, or None.");
-  m.def(
-      "fallbacks_on_this_thread", [] { return openreg::fallbacks_on_this_thread(); },
-      "Number of calls that ran through the boxed CPU fallback on this thread.");
   m.def(
       "generic_calls_on_this_thread", [] { return openreg::generic_calls_on_this_thread(); },
       "Number of calls that ran through the generic native path on this thread.");

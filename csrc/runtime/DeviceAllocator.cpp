@@ -1,8 +1,8 @@
 #include "runtime/DeviceAllocator.h"
 
 #include "runtime/Device.h"
+#include "runtime/Seam.h"  // Note [The lab's seam]
 #include "runtime/SharedSegment.h"
-#include "trace/Seam.h"  // Note [The lab's seam]
 
 #include <c10/util/Exception.h>
 #include <c10/util/StringUtil.h>
@@ -26,6 +26,32 @@ namespace openreg {
 namespace {
 
 using c10::CachingDeviceAllocator::DeviceStats;
+
+// The lab's memory hooks (Note [The lab's seam]): nothing while no lab is
+// loaded. `stack` comes from lab_memory_stack, called before the allocator
+// takes its lock (the lab may take the GIL there).
+uint32_t lab_memory_stack(bool free) {
+  const seam::Hooks* lab = seam::hooks();
+  return lab != nullptr ? lab->memory_stack(free) : 0;
+}
+
+void lab_record_memory(seam::MemoryAction action, c10::DeviceIndex device, int64_t bytes,
+                       const void* address, int64_t total, uint32_t stack,
+                       uint64_t device_free = 0) {
+  if (const seam::Hooks* lab = seam::hooks()) {
+    lab->record_memory(action, device, bytes, address, total, stack, device_free);
+  }
+}
+
+uint32_t lab_block_stack(uint64_t address) {
+  const seam::Hooks* lab = seam::hooks();
+  return lab != nullptr ? lab->block_stack(address) : 0;
+}
+
+uint64_t lab_history_appended() {
+  const seam::Hooks* lab = seam::hooks();
+  return lab != nullptr ? lab->history_appended() : 0;
+}
 
 struct Block {
   void* ptr;
@@ -174,7 +200,7 @@ class Memory {
     DeviceMemory& dev = at(device);
     const size_t size = round_size(nbytes);
     // Before the lock: it may take the GIL (Note [The memory history]).
-    const uint32_t stack = trace::memory_stack();
+    const uint32_t stack = lab_memory_stack(false);
     std::unique_lock<std::mutex> lock(dev.mutex);
     Block* block = take_cached(dev, size);
     if (block == nullptr) {
@@ -195,14 +221,14 @@ class Memory {
     update(dev.stats.allocated_bytes, size, size, true);
     update(dev.stats.active_bytes, size, size, true);
     update(dev.stats.requested_bytes, nbytes, size, true);
-    trace::record_memory(trace::Kind::Alloc, device, static_cast<int64_t>(nbytes), block->ptr,
-                         allocated_bytes(dev), true, stack);
+    lab_record_memory(seam::MemoryAction::Alloc, device, static_cast<int64_t>(nbytes), block->ptr,
+                      allocated_bytes(dev), stack);
     return block;
   }
 
   void free(Block* block) {
     DeviceMemory& dev = devices_[block->device];
-    const uint32_t stack = trace::memory_stack(/*free=*/true);  // before the lock, as allocate's
+    const uint32_t stack = lab_memory_stack(/*free=*/true);  // before the lock, as allocate's
     std::lock_guard<std::mutex> lock(dev.mutex);
     dev.live.erase(static_cast<const char*>(block->ptr));
     update(dev.stats.allocation, 1, block->size, false);
@@ -210,14 +236,14 @@ class Memory {
     update(dev.stats.allocated_bytes, block->size, block->size, false);
     update(dev.stats.active_bytes, block->size, block->size, false);
     update(dev.stats.requested_bytes, block->requested, block->size, false);
-    trace::record_memory(trace::Kind::Free, block->device, static_cast<int64_t>(block->requested),
-                         block->ptr, allocated_bytes(dev), true, stack);
+    lab_record_memory(seam::MemoryAction::Free, block->device,
+                      static_cast<int64_t>(block->requested), block->ptr, allocated_bytes(dev),
+                      stack);
     if (block->shared.fd >= 0) {
       // Never cached: a receiver may still map it (Note [Sharing device memory
       // across processes]). The host keeps the pages for as long as it does.
-      trace::record_memory(trace::Kind::Segment, block->device, static_cast<int64_t>(block->size),
-                           block->ptr, allocated_bytes(dev),
-                           /*taken=*/false, stack);
+      lab_record_memory(seam::MemoryAction::SegmentReturned, block->device,
+                        static_cast<int64_t>(block->size), block->ptr, allocated_bytes(dev), stack);
       release_shared_segment(block->shared);
       std::free(block->retired);
       dev.stats.num_device_free += 1;
@@ -288,14 +314,14 @@ class Memory {
     out.reserve(dev.live.size() + dev.cache.size());
     for (const auto& [start, block] : dev.live) {
       const auto address = reinterpret_cast<uintptr_t>(start);
-      out.push_back({address, block->size, block->requested, true, trace::block_stack(address)});
+      out.push_back({address, block->size, block->requested, true, lab_block_stack(address)});
     }
     for (const auto& [size, block] : dev.cache) {
       out.push_back({reinterpret_cast<uintptr_t>(block->ptr), size, block->requested, false, 0});
     }
     if (history_appended != nullptr) {
       // Under the lock the history's entries of this device are appended under.
-      *history_appended = trace::history_appended();
+      *history_appended = lab_history_appended();
     }
     std::sort(out.begin(), out.end(),
               [](const auto& a, const auto& b) { return a.address < b.address; });
@@ -352,15 +378,15 @@ class Memory {
                 static_cast<size_t>(sysconf(_SC_PAGE_SIZE));
       }
       const size_t available = total > reserved() ? total - reserved() : 0;
-      trace::record_memory(trace::Kind::Oom, device, static_cast<int64_t>(requested), nullptr,
-                           allocated_bytes(dev), true, stack, available);
+      lab_record_memory(seam::MemoryAction::Oom, device, static_cast<int64_t>(requested), nullptr,
+                        allocated_bytes(dev), stack, available);
       return nullptr;
     }
     dev.stats.num_device_alloc += 1;
     update(dev.stats.segment, 1, size, true);
     update(dev.stats.reserved_bytes, size, size, true);
-    trace::record_memory(trace::Kind::Segment, device, static_cast<int64_t>(size), ptr,
-                         allocated_bytes(dev), true, stack);
+    lab_record_memory(seam::MemoryAction::SegmentTaken, device, static_cast<int64_t>(size), ptr,
+                      allocated_bytes(dev), stack);
     return new Block{ptr, size, requested, device};
   }
 
@@ -383,8 +409,8 @@ class Memory {
   // `stack`: the allocation that made room, if any (for the memory history).
   void release_cache(DeviceMemory& dev, uint32_t stack = 0) {
     for (auto& [size, block] : dev.cache) {
-      trace::record_memory(trace::Kind::Segment, block->device, static_cast<int64_t>(size),
-                           block->ptr, allocated_bytes(dev), /*taken=*/false, stack);
+      lab_record_memory(seam::MemoryAction::SegmentReturned, block->device,
+                        static_cast<int64_t>(size), block->ptr, allocated_bytes(dev), stack);
       return_to_host(block->ptr, size);
       dev.stats.num_device_free += 1;
       update(dev.stats.segment, 1, size, false);

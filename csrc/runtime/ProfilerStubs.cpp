@@ -5,11 +5,12 @@
 // op and reports the time between them as the op's openreg (device) time,
 // the way it uses CUDA events for CUDA. openreg executes synchronously on the
 // host (Note [Synchronous execution]), so a device event is a reading of the
-// recorder's clock. It lives with the device it describes (the recorder's
-// Kineto exporter, trace/KinetoProfiler.cpp, needs no device).
+// device's clock (runtime/Clock.h, the recorder's too). It lives with the
+// device it describes (the recorder's Kineto exporter,
+// trace/KinetoProfiler.cpp, needs no device).
 
+#include "runtime/Clock.h"
 #include "runtime/Device.h"
-#include "trace/Seam.h"  // Note [The lab's seam]
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/ApproximateClock.h>
@@ -31,7 +32,7 @@ struct Stubs final : torch::profiler::impl::ProfilerStubs {
     if (cpu_ns != nullptr) {
       *cpu_ns = c10::getTime();
     }
-    *event = std::make_shared<int64_t>(trace::now_ns());
+    *event = std::make_shared<int64_t>(now_ns());
   }
   // Microseconds between two events, as the CUDA stubs report.
   float elapsed(const ProfilerVoidEventStub* a, const ProfilerVoidEventStub* b) const override {

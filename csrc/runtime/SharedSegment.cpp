@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -104,7 +105,9 @@ SharedSegment share_in_place(void* ptr, size_t nbytes, c10::DeviceIndex device) 
     const int err = errno;
     // Kernels before 6.12 may unmap the range before failing: then map it
     // again, privately, with the bytes the file holds.
-    std::vector<unsigned char> resident(length / page_size());
+    // At least one entry: GCC cannot tell that `length` is a whole number of
+    // pages, and warns of a write to an empty vector (-Wstringop-overflow).
+    std::vector<unsigned char> resident(std::max<size_t>(length / page_size(), 1));
     if (mincore(ptr, length, resident.data()) != 0 && errno == ENOMEM) {
       void* back =
           mmap(ptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);

@@ -1,12 +1,12 @@
 #pragma once
 
 // Note [Collective events]
-// A c10d collective run by openreg's communication backend
-// (csrc/distributed/) is one Event of kind Collective, appended on the thread
-// that issued it (so its parent is the op or autograd node that issued it)
-// and closed when the collective completes, on whichever thread sees that
+// A c10d collective run through the lab's checked collectives (csrc/checked/,
+// around openreg's backend or PyTorch's Gloo) is one Event of kind Collective,
+// appended on the thread that issued it (so its parent is the op or autograd
+// node that issued it) and closed when the collective completes, on whichever thread sees that
 // first (Gloo's worker, or the caller in Work::wait). Its fields:
-//   name      "allreduce", "allgather", "send", ... (Backend.cpp)
+//   name      "allreduce", "allgather", "send", ... (CheckedBackend.cpp)
 //   dispatch  the group's name ("0" is the default group), the same on every
 //             rank, so that (dispatch, seq) names one collective on all ranks
 //   seq       the collective's number in its group, counted from 0

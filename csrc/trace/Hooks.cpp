@@ -20,7 +20,10 @@ void mark_innermost(Writer& w, Kernel kernel) {
 
 }  // namespace
 
-void FallbackScope::begin(const c10::FunctionSchema& op) {
+void fallback_begin(seam::Scope& scope, const c10::FunctionSchema& op) {
+  if (!enabled()) {
+    return;
+  }
   Writer w;
   if (!w) {
     return;
@@ -30,20 +33,21 @@ void FallbackScope::begin(const c10::FunctionSchema& op) {
   e.dur_ns = -1;  // until it ends
   e.kernel = static_cast<int8_t>(Kernel::Fallback);
   e.name = op_name_id(op);
-  index_ = w.append(e);
-  if (index_ >= 0) {
-    w->scopes.push_back(index_);
-    generation_ = w->generation;
+  scope.index = w.append(e);
+  if (scope.index >= 0) {
+    w->scopes.push_back(scope.index);
+    scope.generation = w->generation;
+    scope.open = true;
   }
 }
 
-void FallbackScope::end() {
+void fallback_end(seam::Scope& scope) {
   Writer w;
-  if (!w || w->generation != generation_) {
+  if (!w || w->generation != scope.generation) {
     return;
   }
-  w->events[index_].dur_ns = now_ns() - w->events[index_].start_ns;
-  if (!w->scopes.empty() && w->scopes.back() == index_) {
+  w->events[scope.index].dur_ns = now_ns() - w->events[scope.index].start_ns;
+  if (!w->scopes.empty() && w->scopes.back() == scope.index) {
     w->scopes.pop_back();
   }
 }

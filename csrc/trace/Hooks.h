@@ -1,10 +1,13 @@
 #pragma once
 
-// What the backend calls at its decision points. Each hook starts with
+// What the backend calls at its decision points, through the lab's table of
+// hooks (trace/SeamHooks.cpp). Each hook starts with
 // enabled(): one relaxed atomic load when no trace is open (Recorder.h).
 // Operator calls themselves are observed through RecordFunction
 // (OpObserver.cpp); the hooks here add what only the backend knows.
 
+#include "aten/KernelScopes.h"
+#include "runtime/Seam.h"
 #include "trace/Clock.h"
 #include "trace/Recorder.h"
 
@@ -17,61 +20,17 @@
 
 namespace openreg::trace {
 
-// The CPU side of an op run by the boxed fallback, from its first copy to
-// CPU to its last copy back; marks the enclosing op's kernel as `fallback`.
-class FallbackScope {
- public:
-  explicit FallbackScope(const c10::FunctionSchema& op) {
-    if (enabled()) {
-      begin(op);
-    }
-  }
-  ~FallbackScope() {
-    if (index_ >= 0) {
-      end();
-    }
-  }
-  FallbackScope(const FallbackScope&) = delete;
-  FallbackScope& operator=(const FallbackScope&) = delete;
+// The fallback hooks of the lab's table (Note [The lab's seam] in
+// runtime/Seam.h), around the CPU side of an op run by the boxed fallback
+// (the template's FallbackScope), from its first copy to CPU to its last
+// copy back; the enclosing op's kernel becomes `fallback`.
+void fallback_begin(seam::Scope& scope, const c10::FunctionSchema& op);
+void fallback_end(seam::Scope& scope);
 
- private:
-  void begin(const c10::FunctionSchema& op);
-  void end();
-  int32_t index_ = -1;
-  uint64_t generation_ = 0;
-};
-
-// Note [The backend's own dispatcher calls]
-// Inside the fallback and the copy path the backend calls CPU operators of
-// its own (the CPU kernel, the byte copy). They are how openreg works, not
-// calls the user made, so they are not recorded as ops: their cost shows as
-// the duration of the enclosing fallback or copy event.
-class InternalScope {
- public:
-  InternalScope() noexcept : active_(enabled()) {
-    if (active_) {
-      ++depth();
-    }
-  }
-  ~InternalScope() {
-    if (active_) {
-      --depth();
-    }
-  }
-  InternalScope(const InternalScope&) = delete;
-  InternalScope& operator=(const InternalScope&) = delete;
-
-  static bool inside() noexcept {
-    return depth() > 0;
-  }
-
- private:
-  static int& depth() noexcept {
-    thread_local int d = 0;
-    return d;
-  }
-  bool active_;
-};
+// The template's scope around the backend's own dispatcher calls (Note [The
+// backend's own dispatcher calls] in aten/KernelScopes.h): the recorder asks
+// InternalScope::inside().
+using ::openreg::InternalScope;
 
 inline int8_t device_code(c10::Device d) {
   return d.is_cpu() ? kCpu : static_cast<int8_t>(d.index());

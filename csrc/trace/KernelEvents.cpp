@@ -18,7 +18,7 @@ thread_local uint32_t tls_kernel_op = 0;
 
 // Collects the key set, the first openreg device and (when asked) the shapes
 // of one call's arguments.
-class Arguments final : public ArgSink {
+class Arguments final : public seam::ArgSink {
  public:
   explicit Arguments(std::vector<int64_t>* pool) : pool_(pool) {
     if (pool_ != nullptr) {
@@ -86,9 +86,7 @@ std::optional<c10::OperatorName> aten_operator(const char* name) {
   return c10::OperatorName("aten::" + text.substr(0, dot), text.substr(dot + 1));
 }
 
-}  // namespace
-
-void KernelScope::open(OpInfo& info, c10::function_ref<void(ArgSink&)> args) {
+void open(seam::Scope& scope, OpInfo& info, c10::function_ref<void(seam::ArgSink&)> args) {
   Writer w;
   if (!w) {
     return;
@@ -111,33 +109,37 @@ void KernelScope::open(OpInfo& info, c10::function_ref<void(ArgSink&)> args) {
   }
   e.dur_ns = -1;  // until it ends: still -1 if the trace ends first
   e.start_ns = now_ns();
-  w->open.push_back({w.append(e), reinterpret_cast<uint64_t>(this)});
-  generation_ = w->generation;
-  recorded_ = true;
-  outer_ = tls_kernel_op;
+  w->open.push_back({w.append(e), reinterpret_cast<uint64_t>(&scope)});
+  scope.generation = w->generation;
+  scope.open = true;
+  scope.outer = tls_kernel_op;
   tls_kernel_op = info.name;
 }
 
-void KernelScope::end() {
-  tls_kernel_op = outer_;
+}  // namespace
+
+void kernel_end(seam::Scope& scope) {
+  tls_kernel_op = scope.outer;
   const int64_t end = now_ns();
   Writer w;
-  if (w && w->generation == generation_) {
-    w.end_open(reinterpret_cast<uint64_t>(this), end);
+  if (w && w->generation == scope.generation) {
+    w.end_open(reinterpret_cast<uint64_t>(&scope), end);
   }
 }
 
-void KernelScope::begin_native(const char* name, c10::function_ref<void(ArgSink&)> args) {
+void kernel_begin(seam::Scope& scope, const char* name,
+                  c10::function_ref<void(seam::ArgSink&)> args) {
   if (InternalScope::inside()) {  // Note [The backend's own dispatcher calls]
     return;
   }
   OpInfo* info = find_op(name, [&] { return aten_operator(name); });
   if (info != nullptr) {
-    open(*info, args);
+    open(scope, *info, args);
   }
 }
 
-void KernelScope::begin_boxed(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+void kernel_begin_boxed(seam::Scope& scope, const c10::OperatorHandle& op,
+                        const torch::jit::Stack& stack) {
   if (InternalScope::inside()) {
     return;
   }
@@ -147,7 +149,7 @@ void KernelScope::begin_boxed(const c10::OperatorHandle& op, const torch::jit::S
     return;  // not an operator, or a native kernel of this op handed it over
   }
   const size_t num_args = op.schema().arguments().size();
-  open(*info, [&](ArgSink& sink) {
+  open(scope, *info, [&](seam::ArgSink& sink) {
     for (size_t i = stack.size() - num_args; i < stack.size(); ++i) {
       const c10::IValue& v = stack[i];
       if (v.isTensor()) {

@@ -19,7 +19,7 @@ def register() -> None:
     Lightning to openreg when it is imported (``_lightning``: Note [Lightning on openreg]), shares openreg
     tensors and storages sent to another process (``_sharing``), gives ``torch.nn.parallel`` the
     copies ``nn.DataParallel`` needs (``_comm``: Note [DataParallel's primitives]), and
-    registers the exit handler of Note [Autograd workers at exit] (``csrc/python/AutogradExit.cpp``).
+    registers the exit handler of Note [Autograd workers at exit] (``csrc/python/device/AutogradExit.cpp``).
     Safe to call again: each step is skipped when already done.
     """
     _C._init()

@@ -1,7 +1,7 @@
 """Where the lab attaches to the template's ``torch.compile`` registration (Note [The lab's seam in Python]).
 
 Note [The lab's seam in Python]
-The Python counterpart of Note [The lab's seam] (``csrc/trace/Seam.h``). What a vendor copies of
+The Python counterpart of Note [The lab's seam] (``csrc/runtime/Seam.h``). What a vendor copies of
 ``openreg_lab/device/`` registers a device with Dynamo and Inductor and records nothing: its
 Scheduling (``_inductor.OpenRegScheduling``) and Python wrapper (``_inductor.OpenRegWrapperCodegen``)
 write kernels and kernel calls, no trace hooks. openreg-lab attaches its recorder here, and only

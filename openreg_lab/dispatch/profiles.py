@@ -22,8 +22,8 @@ Every profile includes the ``minimal`` operators, which the fallback itself need
 
 Under a profile, an operator the profile has but openreg has no hand-written kernel for runs through
 the *generic native path*: its CPU kernel computes directly on device memory, without copies (see
-Note [Generic native path] in ``csrc/aten/fallback/GenericNative.h``). How the switch works is Note [Profiles]
-in ``csrc/aten/fallback/Profile.h``; it is process-wide, like the fallback policy.
+Note [Generic native path] in ``csrc/coverage/GenericNative.h``). How the switch works is Note [Profiles]
+in ``csrc/coverage/Profile.h``; it is process-wide, like the fallback policy.
 """
 
 from __future__ import annotations

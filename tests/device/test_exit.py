@@ -3,7 +3,7 @@
 The autograd worker thread of an openreg device may drop its last graph task, whose thread-local
 state holds a Python object, while the main thread finalizes Python: SIGABRT ("terminate called
 without an active exception"). See Note [Autograd workers at exit] in
-``csrc/python/AutogradExit.cpp``. Before the fix, 4 concurrent processes aborted in 4 runs out of
+``csrc/python/device/AutogradExit.cpp``. Before the fix, 4 concurrent processes aborted in 4 runs out of
 60 (6.7%); the fix must give none.
 
 Each run starts a fresh interpreter (about 2 s of CPU for ``import torch``), so the suite runs 24

@@ -210,36 +210,79 @@ def test_no_public_name_is_shadowed_by_a_module():
 
 
 CSRC = Path(__file__).resolve().parents[2] / "csrc"
-# The folders a vendor copies (the template): they reach the recorder (csrc/trace) only through
-# its one seam header (Note [The lab's seam]).
-TEMPLATE = ("runtime", "aten", "distributed")
-SEAM = "trace/Seam.h"
+# The folders a vendor copies (the template, docs/porting.md): they include nothing of the lab's
+# (csrc/trace, csrc/coverage, the lab's bindings in csrc/python) and reach it only at run time, through
+# the table of hooks in the seam header (Note [The lab's seam]). `make template-check` builds them alone.
+TEMPLATE = ("runtime", "aten", "distributed", "python/device")
+SEAM = "runtime/Seam.h"
 
 
-def _recorder_includes(text: str) -> list[str]:
-    """The csrc/trace headers a C++ file includes other than the seam."""
-    found = re.findall(r'^\s*#\s*include\s+"(trace/[^"]+)"', text, flags=re.MULTILINE)
-    return [h for h in found if h != SEAM]
+def _lab_includes(text: str) -> list[str]:
+    """The headers a C++ file includes from outside the template's folders (the lab's)."""
+    found = re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, flags=re.MULTILINE)
+    return [h for h in found if not any(h.startswith(folder + "/") for folder in TEMPLATE)]
 
 
-def test_the_template_reaches_the_recorder_through_one_seam_header():
-    assert (CSRC / SEAM).exists()
-    offenders = {}
-    seen = 0
-    for folder in TEMPLATE:
-        for path in sorted((CSRC / folder).rglob("*")):
-            if path.suffix in (".h", ".cpp"):
-                seen += 1
-                if bad := _recorder_includes(path.read_text()):
-                    offenders[str(path.relative_to(CSRC))] = bad
-    assert seen > 50  # the folders were found
-    assert offenders == {}, f"include {SEAM} instead: {offenders}"
-    assert "trace/Seam.h" in (CSRC / "aten" / "Registration.h").read_text()  # OPENREG_IMPL's kernels
+def _template_files() -> list[Path]:
+    return sorted(
+        {p for folder in TEMPLATE for p in (CSRC / folder).rglob("*") if p.suffix in (".h", ".cpp")}
+    )
 
 
-def test_the_seam_check_sees_a_recorder_include():
-    assert _recorder_includes('#include "trace/Hooks.h"\n#include "trace/Seam.h"\n') == ["trace/Hooks.h"]
-    assert _recorder_includes('#include "trace/Seam.h"  // Note [The lab\'s seam]\n') == []
+def test_the_template_includes_no_lab_header():
+    files = _template_files()
+    assert len(files) > 50  # the folders were found
+    offenders = {str(p.relative_to(CSRC)): bad for p in files if (bad := _lab_includes(p.read_text()))}
+    assert offenders == {}, f"reach the lab through the hooks of {SEAM} instead: {offenders}"
+    # OPENREG_IMPL's kernels open their scope at the seam.
+    assert '"aten/KernelScopes.h"' in (CSRC / "aten" / "Registration.h").read_text()
+
+
+def test_the_include_check_sees_a_lab_header():
+    assert _lab_includes('#include "trace/Hooks.h"\n#include "runtime/Seam.h"\n') == ["trace/Hooks.h"]
+    assert _lab_includes('#include "coverage/Profile.h"\n') == ["coverage/Profile.h"]
+    assert _lab_includes('#include "python/Trace.h"\n#include "python/device/Bindings.h"\n') == [
+        "python/Trace.h"
+    ]
+    assert _lab_includes('#include "aten/native/Common.h"  // Note [x]\n#include <vector>\n') == []
+
+
+def _hooks(seam: str) -> list[str]:
+    """The names of the seam's hooks: its function pointers and gates."""
+    body = seam[seam.index("struct Hooks {") :]
+    body = body[: body.index("\n};")]
+    return re.findall(r"\(\*(\w+)\)\(", body) + re.findall(r"std::atomic<bool>\* (\w+)", body)
+
+
+def test_the_seam_is_the_table_and_says_what_each_hook_is_for():
+    seam = (CSRC / SEAM).read_text()
+    # Nothing of the lab's, nor of the template's other parts: torch's and the standard library's only.
+    assert re.findall(r'^\s*#\s*include\s+"', seam, flags=re.MULTILINE) == []
+    hooks = _hooks(seam)
+    assert len(hooks) > 15 and "kernel_begin" in hooks and "kernel_events" in hooks
+    note = seam[seam.index("// Note [The lab's seam]") : seam.index("#include")]
+    assert [h for h in hooks if h not in note] == [], "the Note names every hook and what it is for"
+    template = "\n".join(p.read_text() for p in _template_files() if p.name != "Seam.h")
+    lab = "\n".join(p.read_text() for folder in ("trace", "coverage") for p in (CSRC / folder).glob("*.cpp"))
+    # Every hook is called by the template (no drift) and filled by the lab.
+    assert [h for h in hooks if not re.search(rf"->{h}(\(|->)", template)] == []
+    assert [h for h in hooks if f"table.{h} = " not in lab] == []
+
+
+def test_the_template_check_sees_a_header_the_template_lacks(tmp_path):
+    import importlib.util
+
+    path = CSRC.parent / "scripts" / "template_check.py"
+    spec = importlib.util.spec_from_file_location("template_check", path)
+    assert spec is not None and spec.loader is not None
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    (tmp_path / "csrc" / "aten").mkdir(parents=True)
+    (tmp_path / "csrc" / "aten" / "A.h").write_text('#pragma once\n#include "aten/B.h"\n')
+    (tmp_path / "csrc" / "aten" / "B.h").write_text('#include "trace/Recorder.h"\n#include <vector>\n')
+    assert check.unresolved_includes(tmp_path) == {"csrc/aten/B.h": ["trace/Recorder.h"]}
+    # It copies what porting.md says a vendor copies.
+    assert check.CSRC == TEMPLATE
 
 
 def _repeated_runs(texts: dict[str, str], n: int) -> dict[tuple[str, ...], list[tuple[str, int]]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 #: The folders whose paths the pages name and the layout tests resolve.
-TOP_FOLDERS = ("csrc", "openreg_lab", "tests", "benchmarks", "docs", "notebooks")
+TOP_FOLDERS = ("csrc", "openreg_lab", "tests", "benchmarks", "docs", "notebooks", "scripts")
 
 # A path under one of TOP_FOLDERS, possibly with {a,b} alternatives, a * glob, a trailing / (a folder),
 # or ::name (a test function in the file).
@@ -44,7 +44,13 @@ def expand(path: str) -> list[str]:
 def note_headings() -> dict[str, set[str]]:
     """Every Note opened in the code, with the files (relative to the root) that open it."""
     files = [ROOT / "_openreg_lab_autoload.py"]
-    for pattern in ("csrc/**/*.h", "csrc/**/*.cpp", "openreg_lab/**/*.py", "openreg_lab/**/*.js"):
+    for pattern in (
+        "csrc/**/*.h",
+        "csrc/**/*.cpp",
+        "openreg_lab/**/*.py",
+        "openreg_lab/**/*.js",
+        "scripts/*.py",
+    ):
         files += ROOT.glob(pattern)
     found: dict[str, set[str]] = {}
     for f in files:

@@ -17,13 +17,11 @@
 #include "aten/fallback/Fallback.h"
 
 #include "aten/HostView.h"
+#include "aten/KernelScopes.h"  // Note [The lab's seam]
 #include "aten/fallback/BoxedArguments.h"
 #include "aten/fallback/BoxedCall.h"
 #include "aten/fallback/FallbackCount.h"
 #include "aten/fallback/FallbackPolicy.h"
-#include "aten/fallback/GenericNative.h"
-#include "aten/fallback/Profile.h"
-#include "trace/Seam.h"  // Note [The lab's seam]
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -65,8 +63,8 @@ class Fallback final : public BoxedCall {
         " has no openreg kernel, and openreg's CPU fallback cannot run it: PyTorch has no CPU "
         "kernel for this operator (only other backends register one). An openreg kernel "
         "(csrc/aten/native/) is needed.");
-    trace::FallbackScope traced(schema_);
-    trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
+    FallbackScope traced(schema_);
+    InternalScope internal;  // Note [The backend's own dispatcher calls]
     aliasing_ = returns_views() && !has_layout_arguments();
     run_on_host();
   }
@@ -323,9 +321,11 @@ class Fallback final : public BoxedCall {
 }  // namespace
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  trace::KernelScope traced(op, *stack);     // Note [Op events from openreg's kernels]
-  if (profile_covers(op.operator_name())) {  // Note [Profiles]
-    generic_native(op, stack);
+  KernelScope traced(op, *stack);  // Note [Op events from openreg's kernels]
+  // A lab's coverage profile may run the operator on its generic native path
+  // instead (the lab's Note [Profiles]).
+  const seam::Hooks* lab = seam::hooks();
+  if (lab != nullptr && lab->run_generic(op, stack)) {
     return;
   }
   count_fallback();
@@ -333,7 +333,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 
 void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  trace::KernelScope traced(op, *stack);
+  KernelScope traced(op, *stack);
   count_fallback();
   Fallback(op, stack).run();
 }

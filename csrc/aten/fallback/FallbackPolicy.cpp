@@ -1,6 +1,6 @@
 #include "aten/fallback/FallbackPolicy.h"
 
-#include "aten/fallback/Profile.h"
+#include "runtime/Seam.h"  // Note [The lab's seam]
 
 #include <c10/util/Exception.h>
 
@@ -97,10 +97,11 @@ void check_fallback_allowed(const c10::OperatorName& op, const std::string& subj
   }
   const std::string name = c10::toString(op);
   const std::string& what = subject.empty() ? name : subject;
-  // Under a backend profile the kernel may be openreg's, switched off by the
-  // profile (Note [Profiles]): say where it is missing.
-  const std::optional<std::string> profile = profile_name();
-  const std::string where = profile.has_value() ? " in the backend profile '" + *profile + "'" : "";
+  // Under the lab's backend profile the kernel may be openreg's, switched off
+  // by the profile (the lab's Note [Profiles]): say where it is missing.
+  const seam::Hooks* lab = seam::hooks();
+  const std::string profile = lab != nullptr ? lab->profile_name() : "";
+  const std::string where = profile.empty() ? "" : " in the backend profile '" + profile + "'";
   TORCH_CHECK_NOT_IMPLEMENTED(
       policy != FallbackPolicy::Error, what, " has no openreg kernel", where,
       " and the fallback policy is 'error', so it was not run on the CPU. Allow it with "

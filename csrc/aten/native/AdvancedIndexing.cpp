@@ -39,7 +39,7 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool sparse_
   check_same_device(self, index);
   Tensor out = native::empty(index.sizes(), self.options());
   Tensor host = host_view(out);
-  trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
+  InternalScope internal;  // Note [The backend's own dispatcher calls]
   at::_ops::gather_out::call(host_view(self), dim, host_view(index), sparse_grad, host);
   return out;
 }
@@ -50,7 +50,7 @@ Tensor& gather_out(const Tensor& self, int64_t dim, const Tensor& index, bool sp
   check_same_device(self, out);
   native::resize_output(out, index.sizes());
   Tensor host = host_view(out);
-  trace::InternalScope internal;
+  InternalScope internal;
   at::_ops::gather_out::call(host_view(self), dim, host_view(index), sparse_grad, host);
   return out;
 }
@@ -163,7 +163,7 @@ Tensor meta_result(const Tensor& host_self, const Indices& indices) {
 // The expanded host indices and the meta result, computed as the backend's
 // own calls (Note [The backend's own dispatcher calls]).
 std::pair<Indices, Tensor> plan(const Tensor& self, const Indices& indices) {
-  trace::InternalScope internal;
+  InternalScope internal;
   Indices host = host_indices(self, indices);
   Tensor shape = meta_result(host_view(self), host);
   return {std::move(host), std::move(shape)};
@@ -171,7 +171,7 @@ std::pair<Indices, Tensor> plan(const Tensor& self, const Indices& indices) {
 
 void index_into(const Tensor& self, const Indices& host, const Tensor& out) {
   Tensor host_out = host_view(out);
-  trace::InternalScope internal;
+  InternalScope internal;
   at::_ops::index_Tensor_out::call(host_view(self), host, host_out);
 }
 

@@ -9,8 +9,8 @@
 // Note [Fused attention on openreg] (Attention.cpp).
 
 #include "aten/Registration.h"
-#include "aten/fallback/Profile.h"
 #include "aten/native/Attention.h"
+#include "runtime/Seam.h"  // Note [The lab's seam]
 
 #include <ATen/Context.h>
 #include <ATen/native/transformers/attention.h>
@@ -20,15 +20,17 @@
 namespace openreg {
 namespace {
 
-// Whether the fused kernel is in the dispatcher's table: a backend profile
-// (Note [Profiles]) switches openreg's kernels off, and then scaled dot
-// product attention takes the math path, as on a backend without the kernel.
+// Whether the fused kernel is in the dispatcher's table: the lab's backend
+// profiles (its Note [Profiles]) switch openreg's kernels off, and then scaled
+// dot product attention takes the math path, as on a backend without the
+// kernel.
 bool fused_kernel_active() {
-  if (!profile_name().has_value()) {
+  const seam::Hooks* lab = seam::hooks();
+  if (lab == nullptr) {
     return true;
   }
   static const c10::OperatorName op("aten::_scaled_dot_product_fused_attention_overrideable", "");
-  return profile_covers(op);
+  return !lab->kernel_taken(op);
 }
 
 // A dropout_p below 0 (or NaN) is refused where the CPU refuses it: on the

@@ -86,7 +86,7 @@ void batch_norm_into(const Tensor& input, const Tensor& weight, const Tensor& bi
   Tensor host_out = host_view(out);
   Tensor host_mean = host_view(save_mean);
   Tensor host_invstd = host_view(save_invstd);
-  trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
+  InternalScope internal;  // Note [The backend's own dispatcher calls]
   if (training && !bn_dense(input) && input.numel() > 0) {
     at::_ops::mean_out::call(host, bn_reduced_dims(input), /*keepdim=*/false,
                              mixed ? std::optional(c10::kFloat) : std::nullopt, host_mean);
@@ -195,7 +195,7 @@ BatchNormResults batch_norm_backward(const Tensor& grad_out, const Tensor& input
   Tensor grad_weight;
   Tensor grad_bias;
   {
-    trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
+    InternalScope internal;  // Note [The backend's own dispatcher calls]
     std::tie(grad_input, grad_weight, grad_bias) = at::_ops::native_batch_norm_backward::call(
         host_view(grad_out), host_view(input), host_view(weight), host_view(running_mean),
         host_view(running_var), host_view(save_mean), host_view(save_invstd), train, eps, mask);

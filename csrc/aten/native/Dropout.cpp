@@ -16,11 +16,11 @@
 // grad * mask * scale, keeps it in the opmath type.
 
 #include "aten/HostView.h"
+#include "aten/KernelScopes.h"
 #include "aten/Registration.h"
 #include "aten/fallback/Fallback.h"
 #include "aten/native/Loops.h"
 #include "runtime/Generator.h"
-#include "trace/Seam.h"
 
 #include <ATen/ops/clone_ops.h>
 #include <ATen/ops/empty_like_ops.h>
@@ -82,7 +82,7 @@ std::tuple<Tensor, Tensor> native_dropout(const Tensor& input, double p,
   {
     // Note [Dropout with openreg's generator]
     at::Tensor host = host_view(mask);
-    trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
+    InternalScope internal;  // Note [The backend's own dispatcher calls]
     host.bernoulli_(kept, engine_for(std::nullopt, input.device().index()));
   }
   return {masked_scale(input, mask, scale, /*round_scale=*/true), mask};

@@ -70,7 +70,7 @@ void fused_step(TensorList self, TensorList grads, TensorList exp_avgs, TensorLi
   const std::vector<at::Tensor> steps = host_views(state_steps);
   const OptTensor scale = host_view(grad_scale);
   const OptTensor inf = host_view(found_inf);
-  trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
+  InternalScope internal;  // Note [The backend's own dispatcher calls]
   if constexpr (std::is_same_v<Lr, const at::Tensor&>) {
     Op::call(p, g, m, v, vmax, steps, *host_lr, beta1, beta2, weight_decay, eps, amsgrad, maximize,
              scale, inf);

@@ -51,7 +51,7 @@ GroupNormResults group_norm(const Tensor& X, const OptTensor& gamma, const OptTe
   gn_check_devices(X, {gamma, beta});
   GroupNormResults host;
   {
-    trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
+    InternalScope internal;  // Note [The backend's own dispatcher calls]
     host = at::_ops::native_group_norm::call(host_view(X), host_view(gamma), host_view(beta), N, C,
                                              HxW, group, eps);
   }
@@ -65,7 +65,7 @@ GroupNormResults group_norm_backward(const Tensor& dY, const Tensor& X, const Te
   gn_check_devices(X, {dY, mean, rstd, gamma});
   GroupNormResults host;
   {
-    trace::InternalScope internal;
+    InternalScope internal;
     host = at::_ops::native_group_norm_backward::call(host_view(dY), host_view(X), host_view(mean),
                                                       host_view(rstd), host_view(gamma), N, C, HxW,
                                                       group, mask);

@@ -21,8 +21,8 @@
 // device DNN library] in Convolution.cpp, inside the op, never a copy event.
 
 #include "aten/HostView.h"
+#include "aten/KernelScopes.h"  // Note [The lab's seam]
 #include "aten/native/Common.h"
-#include "trace/Seam.h"  // Note [The lab's seam]
 
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/core/Tensor.h>
@@ -50,7 +50,7 @@ inline at::Tensor to_device_memory(const at::Tensor& host, c10::Device device) {
       c10::fromIntArrayRefSlow(host.sizes()), c10::fromIntArrayRefSlow(host.strides()),
       host.scalar_type(), std::nullopt, device, std::nullopt);
   if (out.numel() > 0) {
-    trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
+    InternalScope internal;  // Note [The backend's own dispatcher calls]
     host_view(out).copy_(host);
   }
   return out;
@@ -88,7 +88,7 @@ struct HostKernel {
   static at::Tensor functional(const at::Tensor& self, Args... args) {
     at::Tensor out = Result::make(self, args...);
     at::Tensor host = host_view(out);
-    trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
+    InternalScope internal;  // Note [The backend's own dispatcher calls]
     OutOp::call(host_view(self), args..., host);
     return out;
   }
@@ -101,7 +101,7 @@ struct HostKernel {
     }
     resize_output(out, shape);
     at::Tensor host = host_view(out);
-    trace::InternalScope internal;
+    InternalScope internal;
     OutOp::call(host_view(self), args..., host);
     return out;
   }
@@ -115,12 +115,12 @@ struct HostKernel {
                                   Args... args) {
     at::Tensor result = empty({0}, out.options().device(c10::kCPU));
     {
-      trace::InternalScope internal;
+      InternalScope internal;
       OutOp::call(host_view(self), args..., result);
     }
     resize_output(out, shape);
     at::Tensor host = host_view(out);
-    trace::InternalScope internal;
+    InternalScope internal;
     host.copy_(result);
     return out;
   }

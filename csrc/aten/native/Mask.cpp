@@ -87,7 +87,7 @@ struct Triangle {
 template <class Op>
 at::Tensor& triangle_(at::Tensor& self, c10::SymInt diagonal) {
   at::Tensor host = host_view(self);
-  trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
+  InternalScope internal;  // Note [The backend's own dispatcher calls]
   Op::call(host, std::move(diagonal));
   return self;
 }

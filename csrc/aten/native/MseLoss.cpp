@@ -29,7 +29,7 @@ Tensor mse_loss(const Tensor& self, const Tensor& target, int64_t reduction) {
   native::check_same_device(self, target);
   Tensor host;
   {
-    trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
+    InternalScope internal;  // Note [The backend's own dispatcher calls]
     host = at::_ops::mse_loss::call(host_view(self), host_view(target), reduction);
   }
   return native::to_device_memory(host, self.device());
@@ -57,7 +57,7 @@ Tensor mse_loss_backward(const Tensor& grad_output, const Tensor& self, const Te
   if (!direct) {
     Tensor host;
     {
-      trace::InternalScope internal;
+      InternalScope internal;
       host = at::_ops::mse_loss_backward::call(host_view(grad_output), host_view(self),
                                                host_view(target), reduction);
     }
@@ -66,7 +66,7 @@ Tensor mse_loss_backward(const Tensor& grad_output, const Tensor& self, const Te
   Tensor grad_input =
       native::empty(self.sizes(), self.options().memory_format(c10::MemoryFormat::Contiguous));
   Tensor host = host_view(grad_input);
-  trace::InternalScope internal;
+  InternalScope internal;
   at::_ops::mse_loss_backward_grad_input::call(host_view(grad_output), host_view(self),
                                                host_view(target), reduction, host);
   return grad_input;

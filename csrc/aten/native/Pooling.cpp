@@ -51,7 +51,7 @@ template <class Op>
 void avg_pool_run(Op& op, const Tensor& self, IntArrayRef kernel_size, IntArrayRef stride,
                   IntArrayRef padding, bool ceil_mode, bool count_include_pad, Divisor divisor) {
   const Tensor host = host_view(self);
-  trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
+  InternalScope internal;  // Note [The backend's own dispatcher calls]
   auto p = op.meta(host, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor);
   op.impl(host, p.kH, p.kW, p.dH, p.dW, p.padH, p.padW, ceil_mode, count_include_pad, divisor,
           op.host(0));
@@ -81,7 +81,7 @@ void avg_pool_backward_run(Op& op, const Tensor& grad_output, const Tensor& self
   check_same_device(self, grad_output);
   const Tensor grad = host_view(grad_output);
   const Tensor host = host_view(self);
-  trace::InternalScope internal;
+  InternalScope internal;
   op.meta(grad, host, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor);
   op.impl(grad, host, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor,
           op.host(0));
@@ -117,7 +117,7 @@ template <class Op>
 void max_pool_run(Op& op, const Tensor& self, IntArrayRef kernel_size, IntArrayRef stride,
                   IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
   const Tensor host = host_view(self);
-  trace::InternalScope internal;
+  InternalScope internal;
   op.meta(host, kernel_size, stride, padding, dilation, ceil_mode);
   op.impl(host, kernel_size, stride, padding, dilation, ceil_mode, op.host(0), op.host(1));
 }
@@ -152,7 +152,7 @@ void max_pool_backward_run(Op& op, const Tensor& grad_output, const Tensor& self
   const Tensor grad = host_view(grad_output);
   const Tensor host = host_view(self);
   const Tensor index = host_view(indices);
-  trace::InternalScope internal;
+  InternalScope internal;
   op.meta(grad, host, kernel_size, stride, padding, dilation, ceil_mode, index);
   op.impl(grad, host, kernel_size, stride, padding, dilation, ceil_mode, index, op.host(0));
 }
@@ -204,7 +204,7 @@ c10::MemoryFormat pooled_format(const Tensor& self) {
 
 Tensor adaptive_avg_pool2d(const Tensor& self, IntArrayRef output_size) {
   if (!adaptive_pool_runs(self, output_size)) {  // the CPU's error, or its result
-    trace::InternalScope internal;
+    InternalScope internal;
     return native::to_device_memory(at::_ops::_adaptive_avg_pool2d::call(
                                         host_view(self), c10::fromIntArrayRefSlow(output_size)),
                                     self.device());
@@ -213,7 +213,7 @@ Tensor adaptive_avg_pool2d(const Tensor& self, IntArrayRef output_size) {
   sizes.append(output_size.begin(), output_size.end());
   Tensor out = native::empty(sizes, self.options().memory_format(pooled_format(self)));
   Tensor host = host_view(out);
-  trace::InternalScope internal;
+  InternalScope internal;
   at::native::adaptive_avg_pool2d_out_cpu(host_view(self), output_size, host);
   TORCH_INTERNAL_ASSERT(host.sizes().equals(out.sizes()) && host.strides().equals(out.strides()));
   return out;
@@ -224,7 +224,7 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const Tensor& sel
   check_same_device(self, grad_output);
   Tensor host;
   {
-    trace::InternalScope internal;
+    InternalScope internal;
     host = at::_ops::_adaptive_avg_pool2d_backward::call(host_view(grad_output), host_view(self));
   }
   return native::to_device_memory(host, self.device());

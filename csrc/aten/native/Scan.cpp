@@ -41,7 +41,7 @@ struct ScanResult {
 template <class Op>
 at::Tensor& scan_(at::Tensor& self, int64_t dim, Dtype dtype) {
   at::Tensor host = host_view(self);
-  trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
+  InternalScope internal;  // Note [The backend's own dispatcher calls]
   Op::call(host, dim, dtype);
   return self;
 }

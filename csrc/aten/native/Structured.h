@@ -14,7 +14,7 @@
 // results' host views: the CPU's arithmetic, layouts, checks and warnings,
 // with no copy. The meta functions run here are the C++ ones the CPU's kernel
 // runs, not the Python meta functions registered for the Meta device.
-// Callers open a trace::InternalScope around meta and impl (Note [The
+// Callers open an InternalScope around meta and impl (Note [The
 // backend's own dispatcher calls]).
 
 #include "aten/HostView.h"

@@ -35,7 +35,7 @@ using Scale = std::optional<double>;
 template <class Op, class... Args>
 void upsample_run(Op& op, const Tensor& input, Args... args) {
   const Tensor host = host_view(input);
-  trace::InternalScope internal;  // Note [The backend's own dispatcher calls]
+  InternalScope internal;  // Note [The backend's own dispatcher calls]
   op.meta(host, args...);
   op.impl(host, args..., op.host(0));
 }

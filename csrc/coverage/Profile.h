@@ -26,8 +26,11 @@
 // A hand-written kernel that hands a call to openreg::fallback (a dtype it was
 // not written for) runs the generic native path instead when the profile
 // covers the operator: under a profile, an operator it covers never falls
-// back. cpu_fallback asks `profile_covers`, one relaxed atomic load when no
-// profile is active.
+// back. cpu_fallback asks through the lab's seam (run_generic in
+// CoverageHooks.cpp; Note [The lab's seam] in runtime/Seam.h), and so do the
+// convolution hooks and the fused attention choice (kernel_taken): profiles
+// are the lab's, the template has no code of theirs; `profile_covers` is one
+// relaxed atomic load when no profile is active.
 //
 // Never switched: the operators every backend must provide (the `minimal`
 // family; the fallback itself needs them), the convolution hooks (the only way

@@ -1,12 +1,12 @@
 // The generic native path: see Note [Generic native path].
 
-#include "aten/fallback/GenericNative.h"
+#include "coverage/GenericNative.h"
 
 #include "aten/HostView.h"
 #include "aten/fallback/BoxedArguments.h"
 #include "aten/fallback/BoxedCall.h"
 #include "runtime/DeviceAllocator.h"
-#include "trace/Seam.h"  // Note [The lab's seam]
+#include "trace/Hooks.h"
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/TensorImpl.h>

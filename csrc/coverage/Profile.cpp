@@ -1,10 +1,11 @@
 // Switching profiles: see Note [Profiles].
 
-#include "aten/fallback/Profile.h"
+#include "coverage/Profile.h"
 
 #include "aten/fallback/Fallback.h"
-#include "aten/fallback/GenericNative.h"
-#include "trace/Seam.h"  // Note [The lab's seam]
+#include "coverage/GenericNative.h"
+#include "trace/DispatchPath.h"
+#include "trace/Hooks.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
