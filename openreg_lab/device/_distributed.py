@@ -134,7 +134,7 @@ def _create_checked_gloo(options: Any, backend_options: Any = None) -> Any:
     store = _incarnation_store(options.store, size)
     gloo = ProcessGroupGloo(store, rank, size, options.timeout)
     if str(options.group_id) == "0":
-        _remember_job(options.store, rank, size)
+        remember_job(options.store, rank, size)
     return _C._CheckedBackend(gloo, str(options.group_id), store)
 
 
