@@ -11,9 +11,9 @@ demo: setup
 lab: setup
 	$(PY) -m jupyter lab --ServerApp.root_dir=notebooks
 
+# The suite, and beside it make template-check at the lowest priority (scripts/run_tests.sh).
 test: setup lint
-	$(PY) -m pytest
-	$(PY) scripts/template_check.py
+	bash scripts/run_tests.sh $(PY)
 
 # The template (csrc/runtime, aten, distributed, python/device and the device module) built and tested
 # alone, without the lab, in build/template/ (docs/porting.md).
@@ -22,8 +22,7 @@ template-check: setup
 
 # The slow tier too (long sweeps, the full Binder build): not in CI.
 test-all: setup lint
-	$(PY) -m pytest -m ''
-	$(PY) scripts/template_check.py
+	bash scripts/run_tests.sh $(PY) -m ''
 
 setup:
 	bash scripts/setup.sh
