@@ -18,6 +18,7 @@ import pandas as pd
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from openreg_lab import _C
+from openreg_lab.recording.host_fold import IMPORT
 from openreg_lab.recording.kinds import Kinds
 
 #: The columns of ``table``: one row a step.
@@ -227,3 +228,31 @@ def parse(chosen: object) -> range:
 def describe(chosen: range) -> str:
     """``"5:8"`` for ``range(5, 9)``."""
     return f"{chosen.start}:{chosen.stop - 1}" if len(chosen) > 1 else str(chosen.start)
+
+
+def one_off_work(events: pd.DataFrame | None, t0: float, t1: float) -> list[tuple[str, int]]:
+    """The time of the imports (outermost ``import`` host slices, as ``Trace.host_slices`` folds
+    them) and of the compilation (outermost compile events) that start in ``[t0, t1)``:
+    ``[("imports", ns), ("compilation", ns)]`` (they may overlap). Reads only the host and compile
+    rows of the window, so a trace of millions of events answers in milliseconds."""
+    if events is None or events.empty:
+        return []
+    kind = events["kind"].to_numpy()
+    start = events["start_ns"].to_numpy()
+    rows = np.flatnonzero((start >= t0) & (start < t1))
+    rows = rows[np.isin(kind[rows], ("host", "compile"))]
+    name = events["name"].to_numpy()
+    parent = events["parent"].to_numpy().astype(np.int64)
+    dur = np.maximum(events["dur_ns"].to_numpy().astype(np.int64), 0)
+
+    def is_import(idx: np.ndarray) -> np.ndarray:
+        ok = idx >= 0
+        safe = np.maximum(idx, 0)
+        names = pd.Series(name[safe], dtype=object)
+        return ok & (kind[safe] == "host") & names.str.startswith(IMPORT, na=False).to_numpy(bool)
+
+    host, compiled = rows[kind[rows] == "host"], rows[kind[rows] == "compile"]
+    outer_import = host[is_import(host) & ~is_import(parent[host])]
+    p = parent[compiled]
+    outer_compile = compiled[~((p >= 0) & (kind[np.maximum(p, 0)] == "compile"))]
+    return [("imports", int(dur[outer_import].sum())), ("compilation", int(dur[outer_compile].sum()))]

@@ -19,7 +19,6 @@ import traitlets
 
 from openreg_lab import theme
 from openreg_lab.recording import lookup, steps
-from openreg_lab.recording.host_fold import IMPORT
 from openreg_lab.recording.lod import COLOR_KEYS, PALETTE, Pyramid, Query
 
 _ESM = Path(__file__).with_name("timeline.js")
@@ -110,33 +109,13 @@ def opening(
     if not later or d0 <= APART * max(float(np.median(later)), 1.0):
         return {"view": [float(first["t0"]), float(last["t1"])], "apart": None}
     text = f"step {first['step']}: {theme.format_ns(d0)}, {d0 / float(np.median(later)):.0f}x the median step"
-    one_off = sorted(_one_off(drawn, first["t0"], first["t1"]), key=lambda p: -p[1])  # (may overlap)
+    one_off = steps.one_off_work(drawn, first["t0"], first["t1"])  # (they may overlap)
+    one_off.sort(key=lambda p: -p[1])
     parts = [f"{what} {theme.format_ns(ns)}" for what, ns in one_off if ns]
     text += " (" + ", ".join(parts) + ")" if parts else " (one-off work)"
     t1 = float(last["t1"]) if len(steps_list) > 1 else span
     apart = {"step": int(first["step"]), "t0": float(first["t0"]), "t1": float(first["t1"]), "text": text}
     return {"view": [float(steps_list[1]["t0"]), t1], "apart": apart}
-
-
-def _one_off(drawn: pd.DataFrame | None, t0: float, t1: float) -> list[tuple[str, int]]:
-    """The time of the imports (outermost ``import`` host slices) and of the compilation (outermost
-    compile events) in ``[t0, t1)``."""
-    if drawn is None or drawn.empty:
-        return []
-    kind = drawn["kind"].to_numpy()
-    name = drawn["name"].to_numpy()
-    start = drawn["start_ns"].to_numpy()
-    inside = (start >= t0) & (start < t1)
-    parent = drawn["parent"].to_numpy().astype(np.int64)
-    pk = np.where(parent >= 0, kind[np.maximum(parent, 0)], None)
-    is_import = (kind == "host") & np.array([isinstance(x, str) and x.startswith(IMPORT) for x in name], bool)
-    outer_import = is_import & ~np.where(parent >= 0, is_import[np.maximum(parent, 0)], False)
-    outer_compile = (kind == "compile") & (pk != "compile")
-    dur = np.maximum(drawn["dur_ns"].to_numpy().astype(np.int64), 0)
-    return [
-        ("imports", int(dur[inside & outer_import].sum())),
-        ("compilation", int(dur[inside & outer_compile].sum())),
-    ]
 
 
 def marks_of(pyramid: Pyramid) -> list[dict[str, Any]]:
