@@ -665,6 +665,22 @@ def p2p_mismatch(rank: int, world: int, device: str = "") -> dict[str, Any]:
     return out
 
 
+def check_p2p_mismatch(r0: dict[str, Any], r1: dict[str, Any]) -> None:
+    """Assert what ``p2p_mismatch`` returned on ranks 0 and 1: each disagreement one line on both
+    ranks naming the send, the recv and what differs, the receiver's tensor untouched, and the
+    matching ring after them delivered."""
+    sent = "rank 0 sends one Float tensor of 4 elements and rank 1 receives into one "
+    core = {"dtype": sent + "Int tensor of 4 elements", "size": sent + "Float tensor of 8 elements"}
+    for case, what in core.items():
+        assert r0[case].startswith("openreg send (group '0', rank 0 of 2): "), r0[case]
+        assert r1[case].startswith("openreg recv (group '0', rank 1 of 2): "), r1[case]
+        for message in (r0[case], r1[case]):
+            assert what in message and "\n" not in message, message
+            assert message.endswith("the receiver's tensor was not written"), message
+        assert r1[f"{case} untouched"]
+    assert r0["ring"] == [2.0, 2.0, 2.0] and r1["ring"] == [1.0, 1.0, 1.0]
+
+
 def alltoall_bad_splits(rank: int, world: int) -> dict[str, Any]:
     """all_to_all_single with split sizes that disagree: the same ValueError on every rank before
     Gloo runs; the group lives on. Rank 0 expects 1 element from rank 1, which sends it 2."""
