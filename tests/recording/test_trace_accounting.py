@@ -29,7 +29,7 @@ def big():
     sampler._carried[:] = [sampler.INTERVAL_NS, 0]
     sampler.Sampler._adapt = lambda self, interval, window: (interval, window)  # type: ignore[method-assign]
     try:
-        t = training_trace()
+        t = training_trace(samples=3)
     finally:
         sampler._carried[:] = carried
         sampler.Sampler._adapt = adapt  # type: ignore[method-assign]

@@ -4,6 +4,8 @@ host samples repeated alike."""
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -15,13 +17,19 @@ from openreg_lab.examples.models import transformer_block
 from openreg_lab.recording.host import Samples
 
 
-def training_trace(steps: int = 2, autocast: bool = True, profile: str | None = None) -> openreg_lab.Trace:
+def training_trace(
+    steps: int = 2, autocast: bool = True, profile: str | None = None, samples: int = 0
+) -> openreg_lab.Trace:
     """``steps`` traced steps of the example transformer block with AdamW: autocast casts, copies, a
-    CPU fallback (logcumsumexp), allocations on two threads (forward and autograd), and one mark a step."""
+    CPU fallback (logcumsumexp), allocations on two threads (forward and autograd), and one mark a step.
+    ``samples``: after the steps, the trace stays open (this thread busy in Python, no op run, at most
+    10 s) until the host sampler has sampled this thread that many times: on a loaded machine the
+    sampler's thread may wait for a core through the whole of two short steps."""
     torch.manual_seed(0)
     model = transformer_block().openreg()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     tokens = torch.randint(0, 100, (4, 16), device="openreg")
+    me, deadline = threading.get_native_id(), time.monotonic() + 10
     with openreg_lab.use_profile(profile), openreg_lab.trace(record_shapes=True, stack=True) as t:
         for step in range(steps):
             openreg_lab.mark(f"step {step}")
@@ -32,7 +40,15 @@ def training_trace(steps: int = 2, autocast: bool = True, profile: str | None = 
             torch.logcumsumexp(out.detach()[0, 0].float(), 0)
             opt.step()
             opt.zero_grad()
+        while _sampled(t, me) < samples and time.monotonic() < deadline:
+            sum(range(10_000))
     return t
+
+
+def _sampled(t: openreg_lab.Trace, thread: int) -> int:
+    """How many of the open trace's host samples so far are of ``thread`` (its native id)."""
+    sampler = t._sampler
+    return 0 if sampler is None else sum(1 for row in list(sampler._rows) if row[1] == thread)
 
 
 def tile(events: pd.DataFrame, copies: int) -> pd.DataFrame:
