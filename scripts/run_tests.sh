@@ -12,7 +12,7 @@ log=build/template-check.log
 nice -n 19 "$PY" scripts/template_check.py >"$log" 2>&1 &
 check=$!
 trap 'kill "$check" 2>/dev/null; wait "$check" 2>/dev/null; exit 130' INT TERM
-"$PY" -m pytest "$@"
+"$PY" -m pytest -n "${TEST_WORKERS:-2}" "$@"
 suite=$?
 wait "$check"
 template=$?
