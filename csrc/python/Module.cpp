@@ -39,6 +39,7 @@ PYBIND11_MODULE(_C, m) {
   attach_the_lab();
   openreg::python::bind_device(m);
   openreg::python::bind_trace(m);
+  openreg::python::install_profiler_work();
   bind_profiles(m);
   bind_checked(m);
   bind_alloc_stacks(m);

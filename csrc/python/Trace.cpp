@@ -133,25 +133,7 @@ py::dict close(uint64_t id) {
     py::gil_scoped_release no_gil;  // see python_source()
     r = trace::close_session(id);
   }
-  py::list threads;
-  for (const trace::ThreadEvents& t : r.threads) {
-    py::dict d;
-    d["thread"] = t.thread;
-    d["os_thread"] = t.os_thread;
-    d["first"] = t.first;
-    d["pool_first"] = t.pool_first;
-    d["events"] = py::bytes(reinterpret_cast<const char*>(t.events.data()),
-                            t.events.size() * sizeof(trace::Event));
-    d["pool"] =
-        py::bytes(reinterpret_cast<const char*>(t.pool.data()), t.pool.size() * sizeof(int64_t));
-    threads.append(d);
-  }
-  py::dict out;
-  out["threads"] = threads;
-  out["dropped"] = r.dropped;
-  out["capacity"] = r.capacity;
-  out["inherited"] = r.inherited;
-  return out;
+  return session_dict(r);
 }
 
 using Column = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
@@ -189,6 +171,28 @@ py::bytes perfetto_packets(const Column& timestamp, const Column& type, const Co
 }
 
 }  // namespace
+
+py::dict session_dict(const trace::SessionResult& r) {
+  py::list threads;
+  for (const trace::ThreadEvents& t : r.threads) {
+    py::dict d;
+    d["thread"] = t.thread;
+    d["os_thread"] = t.os_thread;
+    d["first"] = t.first;
+    d["pool_first"] = t.pool_first;
+    d["events"] = py::bytes(reinterpret_cast<const char*>(t.events.data()),
+                            t.events.size() * sizeof(trace::Event));
+    d["pool"] =
+        py::bytes(reinterpret_cast<const char*>(t.pool.data()), t.pool.size() * sizeof(int64_t));
+    threads.append(d);
+  }
+  py::dict out;
+  out["threads"] = threads;
+  out["dropped"] = r.dropped;
+  out["capacity"] = r.capacity;
+  out["inherited"] = r.inherited;
+  return out;
+}
 
 void bind_trace(py::module_& m) {
   trace::install_op_observer();

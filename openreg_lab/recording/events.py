@@ -93,6 +93,13 @@ class Columns:
 
 def merge(raw: dict[str, Any], strings: list[str]) -> tuple[Columns, int]:
     """Merge ``_C._trace_close``'s per-thread buffers; return the columns and events cut by capacity."""
+    columns, cut, _ = merge_with_positions(raw, strings)
+    return columns, cut
+
+
+def merge_with_positions(raw: dict[str, Any], strings: list[str]) -> tuple[Columns, int, np.ndarray]:
+    """``merge``, and per event its position in its thread's buffer: how the recorder's C++ names an
+    event (with its ``thread``), as torch.profiler's links do (``recording/profiler_work.py``)."""
     parts, pools, threads = [], [], {}
     pool_offset = 0
     row_offset = 0
@@ -110,12 +117,13 @@ def merge(raw: dict[str, Any], strings: list[str]) -> tuple[Columns, int]:
         part["shapes"] = np.where(ev["shapes"] > 0, ev["shapes"].astype(np.int64) + shift, -1)
         part["thread"] = np.full(n, t["thread"], dtype=np.int32)
         part["order"] = np.arange(n, dtype=np.int64)
+        part["position"] = first + part["order"]
         parts.append(part)
         pools.append(pool)
         threads[t["thread"]] = t["os_thread"]
         pool_offset += len(pool)
         row_offset += n
-    names = [*EVENT_DTYPE.names, "thread", "order"]
+    names = [*EVENT_DTYPE.names, "thread", "order", "position"]
     if parts:
         cat = {k: np.concatenate([p[k] for p in parts]) for k in names}
     else:
@@ -130,12 +138,12 @@ def merge(raw: dict[str, Any], strings: list[str]) -> tuple[Columns, int]:
         perm = perm[: int(raw["capacity"])]
     new_id = np.full(row_offset, -1, dtype=np.int64)
     new_id[perm] = np.arange(len(perm))
-    fields = {k: cat[k][perm] for k in names if k != "order"}
+    fields = {k: cat[k][perm] for k in names if k not in ("order", "position")}
     old_parent = fields["parent"]
     fields["parent"] = np.where(old_parent >= 0, new_id[np.maximum(old_parent, 0)], -1)
     fields["id"] = np.arange(len(perm), dtype=np.int64)
     pool = np.concatenate(pools) if pools else np.zeros(0, dtype=np.int64)
-    return Columns(fields, pool, strings, threads), cut
+    return Columns(fields, pool, strings, threads), cut, cat["position"][perm]
 
 
 def decode_shapes(pool: np.ndarray, offset: int) -> tuple[list[list[int]], list[str | None]]:

@@ -99,7 +99,7 @@ def write(
     check_path(path)
     pid = os.getpid()
     work = device_work(events, collectives)
-    devices = sorted(set(work["device"].tolist()) | set(_device_index(events["device"]).tolist()) - {-1})
+    devices = devices_of(events, work)
     head: dict[str, Any] = {
         "schemaVersion": 1,
         "distributedInfo": {
@@ -107,8 +107,8 @@ def write(
             "rank": 0 if rank is None else int(rank),
             "world_size": 1 if world_size is None else int(world_size),
         },
-        "deviceProperties": [_device_properties(d) for d in devices],
-        "openreg": _metadata(dropped, capacity, skipped),
+        "deviceProperties": [device_properties(d) for d in devices],
+        "openreg": metadata(dropped, capacity, skipped),
         "displayTimeUnit": "ms",
         "traceName": visible(os.path.basename(os.fspath(path))),
     }
@@ -125,7 +125,12 @@ def write(
             f.write(text)
 
 
-def _metadata(dropped: int, capacity: int | None, skipped: str | None) -> dict[str, Any]:
+def devices_of(events: pd.DataFrame, work: pd.DataFrame) -> list[int]:
+    """The openreg devices of a trace's events and device work (``device_work``), by index."""
+    return sorted(set(work["device"].tolist()) | set(_device_index(events["device"]).tolist()) - {-1})
+
+
+def metadata(dropped: int, capacity: int | None, skipped: str | None) -> dict[str, Any]:
     """The file's ``openreg`` metadata: what the trace holds and what it lost."""
     out: dict[str, Any] = {
         "dropped_events": int(dropped),
@@ -141,7 +146,7 @@ def _metadata(dropped: int, capacity: int | None, skipped: str | None) -> dict[s
     return out
 
 
-def _device_properties(device: int) -> dict[str, Any]:
+def device_properties(device: int) -> dict[str, Any]:
     """An openreg device's entry of ``deviceProperties``: its memory is the host's."""
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -11,7 +11,8 @@ import openreg_lab
 from openreg_lab import _C
 
 
-def test_torch_profiler_trace_has_an_openreg_process_with_our_events(tmp_path):
+def test_torch_profiler_trace_has_openregs_work_as_device_activity(tmp_path):
+    # Note [openreg's work in torch.profiler's trace]: kernels and memcpys on an "openreg 0" process.
     x = torch.randn(1000, device="openreg")
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as p:
         y = x + x
@@ -20,22 +21,27 @@ def test_torch_profiler_trace_has_an_openreg_process_with_our_events(tmp_path):
     path = tmp_path / "profile.json"
     p.export_chrome_trace(str(path))
     events = json.loads(path.read_text())["traceEvents"]
-    ours = [e for e in events if e.get("cat") == "privateuse1_runtime"]
-    pids = {e["pid"] for e in ours}
-    assert len(pids) == 1
-    process = [e for e in events if e.get("ph") == "M" and e["name"] == "process_name" and e["pid"] in pids]
-    assert process[0]["args"]["name"] == "openreg"
+    ours = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy")]
+    assert {e["pid"] for e in ours} == {0}
+    process = [e for e in events if e.get("ph") == "M" and e["name"] == "process_name" and e["pid"] == 0]
+    assert process[0]["args"]["name"] == "openreg 0"
+    assert not [e for e in events if e.get("cat") == "privateuse1_runtime"]  # HTA counted them as CPU ops
 
     add = next(e for e in ours if e["name"] == "aten::add.Tensor")
-    assert add["args"] == {"kind": "op", "kernel": "native", "dispatch": "AutogradPrivateUse1 > PrivateUse1"}
-    fallback = next(e for e in ours if e["args"]["kind"] == "fallback")
-    assert fallback["name"] == "aten::_logcumsumexp"
-    copies = sorted((e["name"], e["args"]["bytes"]) for e in ours if e["args"]["kind"] == "copy")
-    assert copies == [("D2H", "4000"), ("H2D", "4000")]
+    assert add["cat"] == "kernel" and add["tid"] == add["args"]["stream"] == 1
+    assert (add["args"]["kernel"], add["args"]["dispatch"]) == ("native", "AutogradPrivateUse1 > PrivateUse1")
+    # The fallback computes on the CPU: no kernel, only its copies, launched from torch's op.
+    assert not [e for e in ours if "logcumsumexp" in e["name"]]
+    copies = sorted((e["name"], e["args"]["bytes"]) for e in ours if e["cat"] == "gpu_memcpy")
+    assert copies == [("Memcpy DtoH (openreg -> Host)", 4000), ("Memcpy HtoD (Host -> openreg)", 4000)]
+    ops = {e["args"]["External id"]: e["name"] for e in events if e.get("cat") == "cpu_op"}
+    launched_by = {ops[e["args"]["External id"]] for e in ours if e["cat"] == "gpu_memcpy"}
+    assert launched_by == {"aten::_logcumsumexp"}
 
-    # On the same clock as torch's CPU ops: our add and the profiler's aten::add overlap in time
-    # (each side's interval also holds the other's callback overhead, so neither contains the other).
+    # On the same clock as torch's CPU ops: our add's kernel and the profiler's aten::add overlap in
+    # time (each side's interval also holds the other's callback overhead, so neither contains the other).
     cpu_add = next(e for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::add")
+    assert add["args"]["External id"] == cpu_add["args"]["External id"]
     assert max(add["ts"], cpu_add["ts"]) < min(add["ts"] + add["dur"], cpu_add["ts"] + cpu_add["dur"])
 
 
@@ -47,9 +53,8 @@ def test_legacy_profiler_reports_openreg_device_time():
     assert rows["aten::add"].self_device_time_total > 0
 
 
-def test_generic_kernels_and_steps_have_their_names_in_the_kineto_trace(tmp_path):
-    # The exporter names kernels and kinds from tables: "generic" (kernel 4) and "step" (kind 11)
-    # were past their end before.
+def test_generic_kernels_have_their_name_in_the_kineto_trace(tmp_path):
+    # The exporter names kernels from a table: "generic" (kernel 4) was past its end before.
     x = torch.randn(8, device="openreg")
     ops = sorted({*openreg_lab.profile_ops("default"), "aten::_logcumsumexp"})
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as p:
@@ -58,7 +63,6 @@ def test_generic_kernels_and_steps_have_their_names_in_the_kineto_trace(tmp_path
         openreg_lab.step()
     path = tmp_path / "profile.json"
     p.export_chrome_trace(str(path))
-    ours = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("cat") == "privateuse1_runtime"]
-    row = next(e for e in ours if e["name"] == "aten::_logcumsumexp")
+    kernels = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("cat") == "kernel"]
+    row = next(e for e in kernels if e["name"] == "aten::_logcumsumexp")
     assert row["args"]["kernel"] == "generic"
-    assert [e["args"]["kind"] for e in ours if e["name"] == "step"] == ["step"]

@@ -33,13 +33,22 @@ def _no_lone_surrogates(value: Any) -> None:
             _no_lone_surrogates(v)
 
 
-def check(doc: dict[str, Any]) -> dict[str, int]:
+#: The processes Kineto names with a string (its spans, its iterations, the file's end).
+_KINETO_OWN = ("Spans", "Traces", "")
+
+
+def check(doc: dict[str, Any], *, kineto: bool = False) -> dict[str, int]:
     """Assert that ``doc`` follows the Trace Event format; return the count of events per phase.
 
     Every event has a phase, an integer pid and tid (metadata events excepted: tid optional);
     complete events ("X") a string name, a number ts and a non-negative dur; instants a scope;
-    flow events ("s", "f") an id; metadata events ("M") their ``args.name`` or ``args.labels``.
-    Complete events of one thread nest: each ends no later than the one it starts inside.
+    flow events ("s", "f") an id; metadata events ("M") their ``args.name`` or ``args.labels``, or
+    an integer ``args.sort_index`` (``process_sort_index``, ``thread_sort_index``). Complete events of
+    one thread nest: each ends no later than the one it starts inside.
+
+    ``kineto``: a file torch.profiler (Kineto) wrote, whose own events the importers take with a
+    string pid and tid: its spans' and iterations' processes ("Spans", "Traces") and the global
+    instant that ends the file (pid ""). Only those may have them.
     """
     assert isinstance(doc["traceEvents"], list)
     phases: dict[str, int] = defaultdict(int)
@@ -47,10 +56,16 @@ def check(doc: dict[str, Any]) -> dict[str, int]:
     for e in doc["traceEvents"]:
         ph = e["ph"]
         phases[ph] += 1
-        assert isinstance(e["pid"], int), e
         assert isinstance(e["name"], str), e
+        if kineto and e["pid"] in _KINETO_OWN:
+            assert isinstance(e.get("ts", 0), (int, float)), e
+            continue
+        assert isinstance(e["pid"], int), e
         if ph == "M":
-            assert isinstance(e["args"].get("name", e["args"].get("labels")), str), e
+            if e["name"] in ("process_sort_index", "thread_sort_index"):
+                assert isinstance(e["args"]["sort_index"], int), e
+            else:
+                assert isinstance(e["args"].get("name", e["args"].get("labels")), str), e
             continue
         assert isinstance(e["tid"], int) and isinstance(e["ts"], (int, float)), e
         if ph == "X":
