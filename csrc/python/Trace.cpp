@@ -245,6 +245,8 @@ void bind_trace(py::module_& m) {
         py::arg("event"), py::arg("arguments"), py::arg("sequence_id"));
   m.def("_trace_bench_empty_callbacks", &trace::set_empty_callbacks, py::arg("empty"));
   m.def("_trace_bench_no_op_observer", &trace::set_no_op_observer, py::arg("off"));
+  m.def("_trace_bench_callbacks_without_inputs", &trace::set_callbacks_without_inputs,
+        py::arg("without"));
   m.def("_trace_op_observer_installed", &trace::op_observer_installed);
   m.def("_trace_event_size", [] { return sizeof(trace::Event); });
   // For tests of Note [The recorder across fork] (tests/recording/test_trace_fork.py).

@@ -24,6 +24,7 @@ std::atomic<SourceProvider> g_source{nullptr};
 at::CallbackHandle g_callback = 0;
 std::atomic<bool> g_empty_callbacks{false};  // for benchmarks: set_empty_callbacks
 std::atomic<bool> g_no_observer{false};      // for benchmarks: set_no_op_observer
+std::atomic<bool> g_no_inputs{false};        // for benchmarks: set_callbacks_without_inputs
 
 // Note [Recorder time is not op time]
 // The first time a thread meets an operator the recorder reads its dispatch
@@ -293,7 +294,7 @@ void add_callback() {
   }
   g_callback = at::addGlobalCallback(
       at::RecordFunctionCallback(&on_start, &on_end)
-          .needsInputs(true)
+          .needsInputs(!g_no_inputs.load())
           .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
 }
 
@@ -312,6 +313,10 @@ void install_op_observer() {
 
 void set_empty_callbacks(bool empty) {
   g_empty_callbacks = empty;
+}
+
+void set_callbacks_without_inputs(bool without) {
+  g_no_inputs = without;
 }
 
 void set_no_op_observer(bool off) {

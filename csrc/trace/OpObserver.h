@@ -26,6 +26,11 @@ bool op_observer_installed();
 // records nothing (the cost of RecordFunction alone, the observer's floor).
 void set_empty_callbacks(bool empty);
 
+// For benchmarks/bench_trace.py: while set, traces opened install their
+// callback without asking RecordFunction for the call's inputs (no boxing).
+// With set_empty_callbacks, the floor of a recorder that reads no argument.
+void set_callbacks_without_inputs(bool without);
+
 // For benchmarks/bench_trace.py: while set, traces opened install no callback
 // at all, so they record no Op or Backward events, only what the backend's own
 // hooks record (copies, casts, allocations, fallbacks): the cost a recorder
