@@ -51,11 +51,13 @@ std::atomic<bool> g_no_inputs{false};        // for benchmarks: set_callbacks_wi
 //   cached at all, so their fresh heap strings do not grow the map.
 // - A backward node's name is interned once per thread, not under the shared
 //   lock at every node (Intern.h).
-// What remains is RecordFunction's own cost: it exists for every call once
-// any global callback is installed, and with needsInputs it boxes every
-// argument (boxing a tensor that only Python holds takes the GIL twice, to
-// keep and release its Python object). benchmarks/bench_trace.py measures
-// that floor (an empty callback) beside the recorder. trace(ops="kernels")
+// What remains is RecordFunction's own cost: once any global callback is
+// installed, every operator call of every thread takes the dispatcher's slow
+// path and builds a RecordFunction, recorded or not. benchmarks/bench_trace.py
+// measures that floor (an empty callback) beside the recorder, with the call's
+// inputs boxed (needsInputs, as here) and without: the two differ by about a
+// per cent of the small-op step, so the floor is RecordFunction's, not the
+// boxing's, and no observer built on it costs less. trace(ops="kernels")
 // avoids it by installing no callback (Note [Op events from openreg's kernels]).
 
 // Note [A backward node ends with its hooks]
