@@ -123,10 +123,11 @@ def marks_of(pyramid: Pyramid) -> list[dict[str, Any]]:
     return [{"t": float(t), "name": str(n)} for t, n in pyramid.marks]
 
 
-def steps_of(events: pd.DataFrame) -> list[dict[str, Any]]:
+def steps_of(events: pd.DataFrame, table: pd.DataFrame | None = None) -> list[dict[str, Any]]:
     """The training steps as bands: ``{"step": n, "t0": ns, "t1": ns, "complete": bool}`` each
-    (``Trace.steps()``; empty when no step ended in the trace)."""
-    table = steps.table(events)
+    (``Trace.steps()``; empty when no step ended in the trace). ``table``: ``steps.table(events)``
+    when the caller has it (the dashboard's verdict read it too)."""
+    table = steps.table(events) if table is None else table
     return [
         {
             "step": int(r.step),
@@ -218,11 +219,13 @@ class Timeline(anywidget.AnyWidget):
         *,
         span: float | None = None,
         library: Callable[[], pd.DataFrame] | None = None,
+        step_table: pd.DataFrame | None = None,
         **kwargs: Any,
     ) -> None:
         """``span``: the length of the time axis in ns (default: the trace's), to align timelines.
         ``library``: the events with the host slices of ``Trace.host_slices(library=True)``
-        (``host.with_events``), made when the "library frames" toggle is first set."""
+        (``host.with_events``), made when the "library frames" toggle is first set.
+        ``step_table``: the trace's ``steps.table`` when the caller has it."""
         pyramid = pyramid if pyramid is not None else Pyramid(events)
         self._pyramid = pyramid
         self._events = events
@@ -230,7 +233,7 @@ class Timeline(anywidget.AnyWidget):
         self._library_source = library
         self._library: tuple[pd.DataFrame, Pyramid] | None = None
         span = float(span if span is not None else max(pyramid.span, 1))
-        step_bands = steps_of(events)
+        step_bands = steps_of(events, step_table)
         opens = opening(step_bands, span, events)
         super().__init__(
             rows=rows_of(pyramid),
