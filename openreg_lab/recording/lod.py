@@ -188,7 +188,7 @@ class Pyramid:
             self.color[is_host] = COLOR_KEYS.index("python")
             self.color[waiting] = COLOR_KEYS.index("python waiting")
         drawn = np.flatnonzero(row_of >= 0)
-        order = drawn[np.lexsort((start[drawn], row_of[drawn]))]
+        order = drawn[_by_row_then_start(row_of[drawn], start[drawn], len(rows))]
         self.slice_count = len(order)
         self.levels = [
             _level(
@@ -259,13 +259,23 @@ class Pyramid:
 def _depth(parent: np.ndarray, is_slice: np.ndarray) -> np.ndarray:
     """Each event's number of slice ancestors (an op inside an op is one deeper)."""
     depth = np.zeros(len(parent), dtype=np.int64)
-    up = parent.copy()
-    while True:
-        live = up >= 0
-        if not live.any():
-            return depth
-        depth[live] += is_slice[up[live]]
-        up[live] = parent[up[live]]
+    rows = np.flatnonzero(parent >= 0)  # the events still climbing, one ancestor a pass
+    up = parent[rows]
+    while len(rows):
+        depth[rows] += is_slice[up]
+        up = parent[up]
+        climbing = up >= 0
+        rows, up = rows[climbing], up[climbing]
+    return depth
+
+
+def _by_row_then_start(row: np.ndarray, start: np.ndarray, nrows: int) -> np.ndarray:
+    """The order of items by row, then start, ties in table order (``np.lexsort((start, row))``).
+    Events come ordered by start time, so a stable sort by row alone gives it (a radix sort of small
+    integers, a fifth of lexsort's time on a million items); other tables are lexsorted."""
+    if nrows < 2**15 and bool((start[1:] >= start[:-1]).all()):
+        return np.argsort(row.astype(np.int16), kind="stable")
+    return np.lexsort((start, row))
 
 
 class _Codes:

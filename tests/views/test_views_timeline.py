@@ -247,3 +247,26 @@ def test_hover_texts_by_value_are_the_item_at_a_time_texts(trace):
     assert hover.hover_text(odd, 1) == text1 and strings.count(text1) == 1  # a name and a text
     assert hover.hover_text(odd, 2) == "kernel: nan\ndispatch: nan\nargs: "
     assert hover.hover_text(odd, 5) == "args: bfloat16[1], None[2]\nbytes: 4.0 KiB"
+
+
+def test_rows_are_ordered_and_nested_as_lexsort_and_the_parent_chain_say():
+    # The pyramid orders a start-sorted table by a stable sort of its rows, and counts a slice's
+    # depth climbing all events at once: the plain rules, lexsort and a walk up each parent chain.
+    from openreg_lab.recording.lod import _by_row_then_start, _depth
+
+    rng = np.random.default_rng(2)
+    n = 4000
+    row = rng.integers(0, 9, n)
+    start = np.sort(rng.integers(0, 500, n))  # sorted, with many ties
+    for s in (start, rng.permutation(start)):  # the second: not sorted, lexsorted
+        assert np.array_equal(_by_row_then_start(row, s, 9), np.lexsort((s, row)))
+    parent = np.array([-1 if i == 0 or rng.random() < 0.1 else int(rng.integers(0, i)) for i in range(n)])
+    is_slice = rng.random(n) < 0.7
+
+    def walk(i: int) -> int:
+        d, up = 0, parent[i]
+        while up >= 0:
+            d, up = d + int(is_slice[up]), parent[up]
+        return d
+
+    assert _depth(parent, is_slice).tolist() == [walk(i) for i in range(n)]
