@@ -145,7 +145,7 @@ class Pyramid:
         # Host slices (kind "host", recording/host.with_events) nest among themselves: a flame of
         # the thread's sampled Python in rows of its own, after every op lane.
         is_host = kind.eq("host")
-        host_depth = _depth(parent, is_host) if is_host.any() else depth
+        host_depth = _depth(parent, is_host, among=is_host) if is_host.any() else depth  # host rows' only
         is_copy = kind.eq("copy")
         is_cast = kind.eq("cast")
         # A collective runs on after the op that issued it returns (Note [Collective events]), so
@@ -256,10 +256,12 @@ class Pyramid:
         return _in_window_count(self.levels[0], t0, t1)
 
 
-def _depth(parent: np.ndarray, is_slice: np.ndarray) -> np.ndarray:
-    """Each event's number of slice ancestors (an op inside an op is one deeper)."""
+def _depth(parent: np.ndarray, is_slice: np.ndarray, among: np.ndarray | None = None) -> np.ndarray:
+    """Each event's number of slice ancestors (an op inside an op is one deeper); with ``among``
+    (a mask), of those events only (0 for the others)."""
     depth = np.zeros(len(parent), dtype=np.int64)
-    rows = np.flatnonzero(parent >= 0)  # the events still climbing, one ancestor a pass
+    climbing = parent >= 0 if among is None else (parent >= 0) & among
+    rows = np.flatnonzero(climbing)  # the events still climbing, one ancestor a pass
     up = parent[rows]
     while len(rows):
         depth[rows] += is_slice[up]

@@ -86,9 +86,10 @@ class Dashboard(w.VBox):
         self.op_events = op_events  # the trace's ops= ("all" or "kernels"), said in the header
         self.drawn = _host.with_events(events, host)  # the events and the host slices
         # The kinds and string columns read once for the timeline and the tables below (Note [Kinds
-        # read once]); the host slices' rows are the timeline's only.
+        # read once]); the host slices' rows are the timeline's only, hashed on their own.
         kinds = Kinds(events["kind"])
-        self.pyramid = Pyramid(self.drawn, kinds=kinds if self.drawn is events else None)
+        drawn = kinds if self.drawn is events else kinds.extended(events, self.drawn)
+        self.pyramid = Pyramid(self.drawn, kinds=drawn)
         self.selection = Selection()
         self.ops = analysis.summary(events, kinds=kinds)
         self.flows = flow.dispatch_flows(events, kinds=kinds)
@@ -115,7 +116,7 @@ class Dashboard(w.VBox):
             self.pyramid,
             library=library,
             # The bands of the steps: over the drawn rows, host slices included (they may end later).
-            step_table=self.step_table if self.drawn is events else None,
+            step_table=self.step_table if self.drawn is events else steps.table(self.drawn, kinds=drawn),
             layout=w.Layout(width="100%"),
         )
         devices = sorted(d for d in self.ops["device"].unique() if d != "-")

@@ -270,3 +270,5 @@ def test_rows_are_ordered_and_nested_as_lexsort_and_the_parent_chain_say():
         return d
 
     assert _depth(parent, is_slice).tolist() == [walk(i) for i in range(n)]
+    among = rng.random(n) < 0.5
+    assert _depth(parent, is_slice, among).tolist() == [walk(i) if among[i] else 0 for i in range(n)]
