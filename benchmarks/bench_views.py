@@ -7,12 +7,14 @@ alike (its wall-time accounting, Note [Accounting a window of a big trace]). Bui
 a few runs (the first plotly FigureWidget import is paid once before timing); sizes are bytes.
 
 Then the dashboard of a trace of ``--dashboard-ops`` ops (1M: 1.68M events), built ``--runs`` times:
-the median CPU and wall seconds. ``--against DIR`` measures another checkout (its extension built)
-side by side: ``--rounds`` rounds, each a fresh process of this tree then one of DIR, and the ratio
-of their median CPU seconds (CPU time, as the machine may be busy with other work).
+the median CPU and wall seconds; with ``--host``, as ``Trace.show()`` builds it for a trace with host
+samples (the step's samples repeated alike, their slices drawn after the events). ``--against DIR``
+measures another checkout (its extension built) side by side: ``--rounds`` rounds, each a fresh
+process of this tree then one of DIR, and the ratio of their median CPU seconds (CPU time, as the
+machine may be busy with other work).
 
 .venv/bin/python benchmarks/bench_views.py [--sizes 10000,100000,1000000] [--dashboard-ops 1000000]
-    [--runs 3] [--against ../other-checkout --rounds 3]
+    [--runs 3] [--host] [--against ../other-checkout --rounds 3]
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ sys.path.insert(0, str(TREE))
 
 from _timing import print_table  # noqa: E402
 
+from openreg_lab.recording import host as _host  # noqa: E402
+from openreg_lab.recording import host_fold  # noqa: E402
 from openreg_lab.recording.lod import Pyramid  # noqa: E402
 from openreg_lab.recording.verdict import verdict  # noqa: E402
 from openreg_lab.views import static  # noqa: E402
@@ -53,22 +57,31 @@ def _median_time(fn, runs: int) -> float:
     return statistics.median(times)
 
 
-def dashboard_builds(ops: int, runs: int) -> dict[str, Any]:
-    """Build the dashboard of a trace of about ``ops`` ops ``runs`` times: events, ops, and the CPU
-    and wall seconds of each build."""
-    base = training_trace().events
-    events = tile(base, max(1, round(ops / int((base["kind"] == "op").sum()))))
-    Dashboard(base)  # pays the one-time imports
+def dashboard_builds(ops: int, runs: int, host: bool = False) -> dict[str, Any]:
+    """Build the dashboard of a trace of about ``ops`` ops ``runs`` times: events, ops, host slices
+    drawn (with ``host``, as ``Trace.show()`` draws a sampled trace's), and the CPU and wall seconds
+    of each build."""
+    traced = training_trace()
+    base = traced.events
+    copies = max(1, round(ops / int((base["kind"] == "op").sum())))
+    events = tile(base, copies)
+    slices = None
+    if host:
+        assert traced.host_samples is not None
+        samples = tile_samples(traced.host_samples, copies, tile_span(base))
+        slices = _host.slices(host_fold.fold(samples).samples, traced._t0, traced._thread_index())
+    Dashboard(base, host=traced.host_events if host else None)  # pays the one-time imports
     cpu, wall = [], []
     for _ in range(runs):
         c, w = time.process_time(), time.perf_counter()
-        Dashboard(events)
+        Dashboard(events, host=slices)
         cpu.append(time.process_time() - c)
         wall.append(time.perf_counter() - w)
-    return {"events": len(events), "ops": int((events["kind"] == "op").sum()), "cpu": cpu, "wall": wall}
+    n_ops = int((events["kind"] == "op").sum())
+    return {"events": len(events), "ops": n_ops, "host": len(slices) if host else 0, "cpu": cpu, "wall": wall}
 
 
-def _in_fresh_process(tree: Path, ops: int, runs: int) -> dict[str, Any]:
+def _in_fresh_process(tree: Path, ops: int, runs: int, host: bool) -> dict[str, Any]:
     env = {**os.environ, "OPENREG_BENCH_TREE": str(tree), "PYTHONPATH": str(tree)}
     args = [
         sys.executable,
@@ -80,6 +93,7 @@ def _in_fresh_process(tree: Path, ops: int, runs: int) -> dict[str, Any]:
         "--runs",
         str(runs),
         "--json",
+        *(["--host"] if host else []),
     ]
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=3600, check=False)
     if done.returncode:
@@ -87,25 +101,33 @@ def _in_fresh_process(tree: Path, ops: int, runs: int) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def dashboard_row(ops: int, runs: int, against: str | None, rounds: int) -> None:
+def dashboard_row(ops: int, runs: int, against: str | None, rounds: int, host: bool = False) -> None:
     """Print the dashboard build of a ``ops``-op trace (this tree, and ``against`` side by side)."""
     if against is None:
-        got = dashboard_builds(ops, runs)
+        got = dashboard_builds(ops, runs, host)
         cpu, wall = statistics.median(got["cpu"]), statistics.median(got["wall"])
-        header = ["events", "ops", "dashboard build (CPU)", "(wall)", "load average"]
-        row = [f"{got['events']:,}", f"{got['ops']:,}", f"{cpu:.2f} s", f"{wall:.2f} s", _load()]
+        header = ["events", "ops", "host slices", "dashboard build (CPU)", "(wall)", "load average"]
+        row = [
+            f"{got['events']:,}",
+            f"{got['ops']:,}",
+            f"{got['host']:,}",
+            f"{cpu:.2f} s",
+            f"{wall:.2f} s",
+            _load(),
+        ]
         print_table(header, [row])
         return
     sides: dict[str, list[float]] = {"this tree": [], "against": []}
     for _ in range(rounds):
         for side, tree in (("this tree", TREE), ("against", Path(against).resolve())):
-            got = _in_fresh_process(tree, ops, runs)
+            got = _in_fresh_process(tree, ops, runs, host)
             sides[side].append(statistics.median(got["cpu"]))
     mine, theirs = (statistics.median(v) for v in sides.values())
-    header = ["events", "ops", "this tree (CPU)", f"{against} (CPU)", "ratio", "load average"]
+    header = ["events", "ops", "host slices", "this tree (CPU)", f"{against} (CPU)", "ratio", "load average"]
     row = [
         f"{got['events']:,}",
         f"{got['ops']:,}",
+        f"{got.get('host', 0):,}",
         f"{mine:.2f} s",
         f"{theirs:.2f} s",
         f"{mine / theirs:.2f}x",
@@ -126,16 +148,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--against", default=None)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--host", action="store_true", help="draw host slices, as Trace.show() does")
     parser.add_argument("--json", action="store_true", help="print the builds as JSON (--against uses it)")
     args = parser.parse_args()
     if args.json:
-        print(json.dumps(dashboard_builds(args.dashboard_ops, args.runs)))
+        print(json.dumps(dashboard_builds(args.dashboard_ops, args.runs, args.host)))
         return
     sizes = [int(s) for s in args.sizes.split(",") if s]
     if sizes:
         sizes_table(sizes)
     if args.dashboard_ops:
-        dashboard_row(args.dashboard_ops, args.runs, args.against, args.rounds)
+        dashboard_row(args.dashboard_ops, args.runs, args.against, args.rounds, args.host)
 
 
 def sizes_table(sizes: list[int]) -> None:

@@ -15,7 +15,10 @@ op table (name, device, kernel, dispatch) and its dispatch flows (dispatch, kern
 of a big trace once between them instead of once each (the dashboard of a 1M-op trace hashed 1.68M
 strings nine times before). A subset of rows (``rows=``, the op rows) gets its codes renumbered in
 order of first appearance within it, exactly what ``pd.factorize`` of that subset returns, so a
-table whose ties break by code order is the same whichever way its codes were read.
+table whose ties break by code order is the same whichever way its codes were read. The timeline
+draws the events and then the host slices (``host.with_events``): ``extended`` gives the kinds of
+that longer table from the events', hashing only the rows after them, so the dashboard of a trace
+with host samples hashes each column of its events once too, not once more for its timeline.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ import pandas as pd
 class Kinds:
     """Per row of an events table, its kind as a code; ``mask("copy", "cast")`` is the rows of
     those kinds (a name the table never holds matches no row)."""
+
+    #: For ``extended`` kinds: the Kinds of the table's first rows, that table, and its length.
+    _head: tuple[Kinds, pd.DataFrame, int] | None = None
 
     def __init__(self, kind: pd.Series | np.ndarray) -> None:
         values = kind.to_numpy() if isinstance(kind, pd.Series) else np.asarray(kind)
@@ -73,6 +79,54 @@ class Kinds:
         out._strings = {}
         return out
 
+    def extended(self, events: pd.DataFrame, table: pd.DataFrame) -> Kinds:
+        """The kinds of ``table``, a table whose first rows are ``events`` (the table these kinds
+        were read from), in order, and then more (``host.with_events``: the host slices after the
+        events). Only the rows after ``events`` are hashed, their kinds now and a string column when
+        first asked for; its codes and labels are what hashing all of ``table`` gives (Note [Kinds
+        read once]), and the codes of ``events``' rows are this Kinds' own, shared with its tables."""
+        Kinds.of(events, self)
+        n = len(events)
+        if len(table) < n:
+            raise ValueError(
+                f"a table of {len(table):,} rows does not begin with these {n:,} events: extend the "
+                "kinds of a table only to one that holds it and then more rows (host.with_events)"
+            )
+        tail = Kinds(table["kind"].to_numpy()[n:])
+        code = dict(self._code)
+        for label in tail._code:
+            code.setdefault(label, len(code))
+        renumber = np.array([code[label] for label in tail._code], dtype=np.int64)
+        out = Kinds.__new__(Kinds)
+        codes = np.concatenate([self.codes.astype(np.int64), renumber[tail.codes]])
+        out.codes = codes.astype(np.int16, copy=False) if len(code) < 2**15 else codes
+        out._code = code
+        out._strings = {}
+        out._head = (self, events, n)
+        return out
+
+    def _extend_strings(self, table: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
+        """``column``'s codes and labels over all of an extended table (``extended``): the head's
+        from its own Kinds, the rest hashed here and numbered after them, the missing value last."""
+        head, events, n = self._head
+        codes, labels = head.strings(events, column)
+        missing = bool(len(labels)) and bool(pd.isna(labels[-1]))  # labels are never missing but the last
+        known = labels[:-1] if missing else labels
+        tail_codes, tail_labels = pd.factorize(table[column].to_numpy()[n:])
+        index = {label: i for i, label in enumerate(known.tolist())}
+        new = [label for label in tail_labels.tolist() if label not in index]
+        for label in new:
+            index[label] = len(index)
+        out = np.empty(len(index) + (1 if missing or (tail_codes < 0).any() else 0), dtype=object)
+        out[: len(known)] = known
+        out[len(known) : len(index)] = new
+        if len(out) > len(index):
+            out[-1] = np.nan
+        mapped = np.array([index[label] for label in tail_labels.tolist()] + [len(index)], dtype=np.int64)
+        head_codes = np.where(codes == len(known), len(index), codes) if missing else codes
+        joined = np.concatenate([head_codes.astype(np.int64), mapped[tail_codes]])
+        return joined.astype(np.int32, copy=False), out
+
     def labels(self) -> list[str]:
         """The kinds the table holds, in order of first appearance (a code indexes this list)."""
         return list(self._code)
@@ -92,6 +146,8 @@ class Kinds:
         only, numbered in order of first appearance among them, and the labels they index: what
         ``pd.factorize(values[rows], use_na_sentinel=False)`` returns."""
         Kinds.of(events, self)  # the table these kinds were read from, or a clear error
+        if column not in self._strings and self._head is not None:
+            self._strings[column] = self._extend_strings(events, column)
         if column not in self._strings:
             # Missing values as -1, then as a last label: use_na_sentinel=False would first test
             # every row for missing (as long again as the hashing, on strings).

@@ -145,7 +145,7 @@ class Pyramid:
         # Host slices (kind "host", recording/host.with_events) nest among themselves: a flame of
         # the thread's sampled Python in rows of its own, after every op lane.
         is_host = kind.eq("host")
-        host_depth = _depth(parent, is_host) if is_host.any() else depth
+        host_depth = _depth(parent, is_host, among=is_host) if is_host.any() else depth  # host rows' only
         is_copy = kind.eq("copy")
         is_cast = kind.eq("cast")
         # A collective runs on after the op that issued it returns (Note [Collective events]), so
@@ -188,7 +188,7 @@ class Pyramid:
             self.color[is_host] = COLOR_KEYS.index("python")
             self.color[waiting] = COLOR_KEYS.index("python waiting")
         drawn = np.flatnonzero(row_of >= 0)
-        order = drawn[np.lexsort((start[drawn], row_of[drawn]))]
+        order = drawn[_by_row_then_start(row_of[drawn], start[drawn], len(rows))]
         self.slice_count = len(order)
         self.levels = [
             _level(
@@ -256,16 +256,28 @@ class Pyramid:
         return _in_window_count(self.levels[0], t0, t1)
 
 
-def _depth(parent: np.ndarray, is_slice: np.ndarray) -> np.ndarray:
-    """Each event's number of slice ancestors (an op inside an op is one deeper)."""
+def _depth(parent: np.ndarray, is_slice: np.ndarray, among: np.ndarray | None = None) -> np.ndarray:
+    """Each event's number of slice ancestors (an op inside an op is one deeper); with ``among``
+    (a mask), of those events only (0 for the others)."""
     depth = np.zeros(len(parent), dtype=np.int64)
-    up = parent.copy()
-    while True:
-        live = up >= 0
-        if not live.any():
-            return depth
-        depth[live] += is_slice[up[live]]
-        up[live] = parent[up[live]]
+    climbing = parent >= 0 if among is None else (parent >= 0) & among
+    rows = np.flatnonzero(climbing)  # the events still climbing, one ancestor a pass
+    up = parent[rows]
+    while len(rows):
+        depth[rows] += is_slice[up]
+        up = parent[up]
+        climbing = up >= 0
+        rows, up = rows[climbing], up[climbing]
+    return depth
+
+
+def _by_row_then_start(row: np.ndarray, start: np.ndarray, nrows: int) -> np.ndarray:
+    """The order of items by row, then start, ties in table order (``np.lexsort((start, row))``).
+    Events come ordered by start time, so a stable sort by row alone gives it (a radix sort of small
+    integers, a fifth of lexsort's time on a million items); other tables are lexsorted."""
+    if nrows < 2**15 and bool((start[1:] >= start[:-1]).all()):
+        return np.argsort(row.astype(np.int16), kind="stable")
+    return np.lexsort((start, row))
 
 
 class _Codes:

@@ -40,6 +40,8 @@ class Tables:
     _host_slices: dict[bool, pd.DataFrame]
     _step_sources: list[int]
     _skipped: str | None
+    #: ``steps.table(events)``, computed when first asked for (the verdict, ``host()``, the dashboard)
+    _step_table: pd.DataFrame | None = None
 
     # -- tables ------------------------------------------------------------
     @property
@@ -93,6 +95,7 @@ class Tables:
             thread_index=self._thread_index(),
             oom=_memory_text.oom_lines(self.memory()) if failed else None,
             library=library,
+            step_table=self._steps(),
         )
 
     @property
@@ -136,7 +139,7 @@ class Tables:
         if samples is None:
             return pd.DataFrame(columns=_host.HOST_COLUMNS)
         folded = host_fold.fold(samples, library=library).samples
-        return _host.per_function(folded, self._t0, steps.table(self.events), self._thread_index())
+        return _host.per_function(folded, self._t0, self._steps(), self._thread_index())
 
     @property
     def step_sources(self) -> list[int]:
@@ -152,7 +155,13 @@ class Tables:
         Steps end at each ``optimizer.step()`` and ``openreg_lab.step()``; the first is row 0,
         apart from the steady state after it (the verdict says where its time went). Empty when
         no step ended in the trace."""
-        return steps.table(self.events)
+        return self._steps().copy()
+
+    def _steps(self) -> pd.DataFrame:
+        """``steps()`` computed once (not to be changed: ``steps()`` gives a copy)."""
+        if self._step_table is None:
+            self._step_table = steps.table(self.events)
+        return self._step_table
 
     @property
     def skipped(self) -> str | None:

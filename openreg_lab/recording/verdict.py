@@ -139,13 +139,15 @@ def verdict(
     kinds: Kinds | None = None,
     library: bool = False,
     fallbacks: pd.DataFrame | None = None,
+    step_table: pd.DataFrame | None = None,
 ) -> Verdict:
     """The verdict of a trace's events (``Trace.verdict()`` passes the trace's settings, its host
     samples, what ended each step and, when an allocation failed, what was live then in words;
     ``kinds``: the events' kinds when the caller read them already, Note [Kinds read once]). Host
     Python is named in the user's terms (Note [Folding host frames]): by the user's frame, an import
     by the line that caused it; ``library=True`` names the innermost frame, a library's too.
-    ``fallbacks``: ``breakdown.fallback_costs(events)`` when the caller has it (the dashboard)."""
+    ``fallbacks``: ``breakdown.fallback_costs(events)`` when the caller has it (the dashboard);
+    ``step_table``: ``steps.table(events)`` likewise (the dashboard's timeline draws it too)."""
     span = analysis.span(events)
     wall = bool(host_sampling and samples is not None)
     if wall:  # the trace's wall time: from its start (0) to the last event's end or the last sample
@@ -189,7 +191,8 @@ def verdict(
             f": {int(casts.sum()):,} casts, {theme.format_bytes(int(nbytes[casts].sum()))}",
         ),
     ]
-    table = steps.table(events, kinds=kinds)  # once: the step sentence and the wall times read it
+    # once: the step sentence and the wall times read it
+    table = steps.table(events, kinds=kinds) if step_table is None else step_table
     first = [
         {
             "name": r.name,

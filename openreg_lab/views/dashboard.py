@@ -17,7 +17,7 @@ import ipywidgets as w
 import pandas as pd
 import traitlets
 
-from openreg_lab.recording import analysis, breakdown, flow, lookup
+from openreg_lab.recording import analysis, breakdown, flow, lookup, steps
 from openreg_lab.recording import host as _host
 from openreg_lab.recording.kinds import Kinds
 from openreg_lab.recording.lod import Pyramid
@@ -67,13 +67,15 @@ class Dashboard(w.VBox):
         host: pd.DataFrame | None = None,
         host_library: Callable[[], pd.DataFrame] | None = None,
         memory: Memory | Callable[[], Memory] | None = None,
+        step_table: pd.DataFrame | None = None,
     ) -> None:
         """``host``: the trace's host slices (``Trace.host_events``), drawn after the op lanes;
         ``host_library``: what gives them with the library frames (``Trace.host_slices``), drawn
         when the timeline's "library frames" toggle is set.
         ``memory``: the trace's ``Trace.memory()`` (or the method, called when the memory view is
         first drawn): the Memory chart is then the memory view (``views.memory_view``); without
-        it, the allocator's count over time."""
+        it, the allocator's count over time. ``step_table``: the trace's ``Trace.steps()`` when the
+        caller has it (else computed here, once for the verdict and the timeline)."""
         self.events = events
         self._memory_source = memory
         self._memory: Memory | None = None
@@ -84,13 +86,15 @@ class Dashboard(w.VBox):
         self.op_events = op_events  # the trace's ops= ("all" or "kernels"), said in the header
         self.drawn = _host.with_events(events, host)  # the events and the host slices
         # The kinds and string columns read once for the timeline and the tables below (Note [Kinds
-        # read once]); the host slices' rows are the timeline's only.
+        # read once]); the host slices' rows are the timeline's only, hashed on their own.
         kinds = Kinds(events["kind"])
-        self.pyramid = Pyramid(self.drawn, kinds=kinds if self.drawn is events else None)
+        drawn = kinds if self.drawn is events else kinds.extended(events, self.drawn)
+        self.pyramid = Pyramid(self.drawn, kinds=drawn)
         self.selection = Selection()
         self.ops = analysis.summary(events, kinds=kinds)
         self.flows = flow.dispatch_flows(events, kinds=kinds)
         self.fallbacks = breakdown.fallback_costs(events, kinds=kinds)
+        self.step_table = step_table if step_table is not None else steps.table(events, kinds=kinds)
         # The verdict first (Trace.verdict(): what falls back, what it costs, what to implement first).
         self.verdict = (
             verdict
@@ -102,11 +106,19 @@ class Dashboard(w.VBox):
                 op_events=op_events,
                 kinds=kinds,
                 fallbacks=self.fallbacks,
+                step_table=self.step_table,
             )
         )
         self.header = w.HTML(static.header_html(events, self.verdict, kinds=kinds))
         library = (lambda: _host.with_events(events, host_library())) if host_library is not None else None
-        self.timeline = Timeline(self.drawn, self.pyramid, library=library, layout=w.Layout(width="100%"))
+        self.timeline = Timeline(
+            self.drawn,
+            self.pyramid,
+            library=library,
+            # The bands of the steps: over the drawn rows, host slices included (they may end later).
+            step_table=self.step_table if self.drawn is events else steps.table(self.drawn, kinds=drawn),
+            layout=w.Layout(width="100%"),
+        )
         devices = sorted(d for d in self.ops["device"].unique() if d != "-")
         self.table = Table(
             self.ops,
@@ -316,6 +328,7 @@ class Dashboard(w.VBox):
             flows=self.flows,
             fallbacks=self.fallbacks,
             verdict=self.verdict,
+            step_table=self.step_table,
         )
         if self.memory_tables is not None and self.memory is not None:
             bundle["text/html"] += memory_view.static_html(self.memory, self.memory_tables)
@@ -340,4 +353,5 @@ def dashboard(trace: Any) -> Dashboard:
         host=trace.host_events,
         host_library=lambda: trace.host_slices(library=True),
         memory=trace.memory,
+        step_table=trace.steps(),
     )

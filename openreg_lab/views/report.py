@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 
 from openreg_lab import theme
-from openreg_lab.recording import analysis, atomic, breakdown, flow
+from openreg_lab.recording import analysis, atomic, breakdown, flow, steps
 from openreg_lab.recording import host as _host
 from openreg_lab.recording.lod import Pyramid
 from openreg_lab.recording.memory import Memory
@@ -60,7 +60,8 @@ def report_html(
 
     drawn = _host.with_events(events, host)  # the timeline draws the host slices too
     pyramid = Pyramid(drawn)
-    step_bands = steps_of(events)
+    step_table = steps.table(events)  # the bands' and (when not given) the verdict's
+    step_bands = steps_of(events, step_table)
     opens = opening(step_bands, pyramid.span, drawn)
     title = title or "openreg-lab trace report"
     info = {
@@ -71,7 +72,9 @@ def report_html(
         **dict(run_info or {}),
     }
     if verdict is None:
-        verdict = verdict_of(events, dropped=dropped, capacity=capacity, op_events=op_events)
+        verdict = verdict_of(
+            events, dropped=dropped, capacity=capacity, op_events=op_events, step_table=step_table
+        )
     fallbacks = breakdown.fallback_costs(events)
     figs = [
         ("Fallbacks", charts.fallbacks(fallbacks)),

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from openreg_lab import theme
-from openreg_lab.recording import analysis, breakdown, flow
+from openreg_lab.recording import analysis, breakdown, flow, steps
 from openreg_lab.recording.kinds import Kinds
 from openreg_lab.recording.lod import PALETTE, Pyramid
 from openreg_lab.recording.verdict import Verdict
@@ -210,16 +210,22 @@ def fallback_bars_html(fb: pd.DataFrame, sentence: str) -> str:
     return "".join(rows) + f"<div style='font:11px system-ui'>{legend}</div>"
 
 
-def timeline_svg(pyramid: Pyramid, width: int = 900, events: pd.DataFrame | None = None) -> str:
+def timeline_svg(
+    pyramid: Pyramid,
+    width: int = 900,
+    events: pd.DataFrame | None = None,
+    step_table: pd.DataFrame | None = None,
+) -> str:
     """The timeline at one level of detail, as SVG (at most ~2 items per pixel per row): the whole
     trace, or with ``events`` (the trace's) where the live timeline opens, on the steps with each
-    Python lane folded (Note [The timeline opens on the steps])."""
+    Python lane folded (Note [The timeline opens on the steps]); ``step_table``: ``steps.table(events)``
+    when the caller has it."""
     gutter, row_h = 110, 14
     span = max(pyramid.span, 1)
     t0, t1 = 0.0, float(span)
     rows = rows_of(pyramid)
     if events is not None:
-        t0, t1 = opening(steps_of(events), span)["view"]
+        t0, t1 = opening(steps_of(events, step_table), span)["view"]
     shown = np.cumsum([not r.get("folded") for r in rows]) - 1  # per row, its drawn index
     drawn = [i for i, r in enumerate(rows) if not r.get("folded")]
     q = pyramid.query(t0, t1, width - gutter)
@@ -281,11 +287,12 @@ def dashboard_html(
     flows: pd.DataFrame | None = None,
     fallbacks: pd.DataFrame | None = None,
     verdict: Verdict | None = None,
+    step_table: pd.DataFrame | None = None,
 ) -> str:
     """The dashboard without a kernel: header, timeline, op table, fallbacks, dispatch flow, casts, memory.
 
     A live dashboard passes the tables it already computed (``pyramid``, ``ops``, ``flows``,
-    ``fallbacks``, ``verdict``) so that displaying it does not compute them twice.
+    ``fallbacks``, ``verdict``, ``step_table``) so that displaying it does not compute them twice.
     """
     pyramid = pyramid if pyramid is not None else Pyramid(events)
     ops = ops if ops is not None else analysis.summary(events)
@@ -293,14 +300,14 @@ def dashboard_html(
     fb = fallbacks if fallbacks is not None else breakdown.fallback_costs(events)
     casts = breakdown.cast_table(events)
     peaks = breakdown.memory_peaks(events)
+    table = step_table if step_table is not None else steps.table(events)  # the verdict's and the bands'
+    if verdict is None:
+        verdict = verdict_of(
+            events, dropped=dropped, capacity=capacity, op_events=op_events, step_table=table
+        )
     sections = [
-        header_html(
-            events,
-            verdict
-            if verdict is not None
-            else verdict_of(events, dropped=dropped, capacity=capacity, op_events=op_events),
-        ),
-        timeline_svg(pyramid, events=events),
+        header_html(events, verdict),
+        timeline_svg(pyramid, events=events, step_table=table),
         "<h4>Ops</h4>",
         table_html(ops, OP_COLUMNS),
         "<h4>Fallbacks</h4>",

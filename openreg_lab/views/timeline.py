@@ -18,7 +18,7 @@ import pandas as pd
 import traitlets
 
 from openreg_lab import theme
-from openreg_lab.recording import lookup, steps
+from openreg_lab.recording import hover, steps
 from openreg_lab.recording.lod import COLOR_KEYS, PALETTE, Pyramid, Query
 
 _ESM = Path(__file__).with_name("timeline.js")
@@ -123,10 +123,11 @@ def marks_of(pyramid: Pyramid) -> list[dict[str, Any]]:
     return [{"t": float(t), "name": str(n)} for t, n in pyramid.marks]
 
 
-def steps_of(events: pd.DataFrame) -> list[dict[str, Any]]:
+def steps_of(events: pd.DataFrame, table: pd.DataFrame | None = None) -> list[dict[str, Any]]:
     """The training steps as bands: ``{"step": n, "t0": ns, "t1": ns, "complete": bool}`` each
-    (``Trace.steps()``; empty when no step ended in the trace)."""
-    table = steps.table(events)
+    (``Trace.steps()``; empty when no step ended in the trace). ``table``: ``steps.table(events)``
+    when the caller has it (the dashboard's verdict read it too)."""
+    table = steps.table(events) if table is None else table
     return [
         {
             "step": int(r.step),
@@ -141,19 +142,7 @@ def steps_of(events: pd.DataFrame) -> list[dict[str, Any]]:
 def payload(pyramid: Pyramid, events: pd.DataFrame, q: Query) -> dict[str, Any]:
     """The browser's data for query ``q``: items as binary arrays, the strings they use, counters."""
     ids = q.event.astype(np.int64)
-    cols = {
-        c: events[c].to_numpy() for c in ("name", "kernel", "dispatch", "shapes", "dtypes", "source", "bytes")
-    }
-    strings: dict[str, int] = {}
-
-    def intern(s: str) -> int:
-        return strings.setdefault(s, len(strings))
-
-    name_idx = np.empty(len(ids), dtype=np.int32)
-    info_idx = np.empty(len(ids), dtype=np.int32)
-    for k, i in enumerate(ids.tolist()):
-        name_idx[k] = intern(str(cols["name"][i]))
-        info_idx[k] = intern(_info(cols, i))
+    name_idx, info_idx, strings = hover.item_strings(events, ids)  # Note [Hover texts by value]
     counters = []
     for c in q.counters:
         counters.append(
@@ -178,30 +167,13 @@ def payload(pyramid: Pyramid, events: pd.DataFrame, q: Query) -> dict[str, Any]:
         "color": memoryview(np.ascontiguousarray(pyramid.color[ids], dtype=np.uint8)),
         "name": memoryview(name_idx),
         "info": memoryview(info_idx),
-        "strings": list(strings),
+        "strings": strings,
         "counters": counters,
     }
 
 
 def _f64(a: Any) -> memoryview:
     return memoryview(np.ascontiguousarray(a, dtype=np.float64))
-
-
-def _info(cols: dict[str, np.ndarray], i: int) -> str:
-    lines = []
-    if cols["kernel"][i]:
-        lines.append(f"kernel: {cols['kernel'][i]}")
-    if cols["dispatch"][i]:
-        lines.append(f"dispatch: {cols['dispatch'][i]}")
-    shapes = cols["shapes"][i]
-    if shapes is not None:
-        args = ", ".join(f"{d}{list(s)}" for s, d in zip(shapes, cols["dtypes"][i], strict=True))
-        lines.append(f"args: {args}")
-    if cols["bytes"][i]:
-        lines.append(f"bytes: {theme.format_bytes(int(cols['bytes'][i]))}")
-    if isinstance(cols["source"][i], str):
-        lines.append(f"source: {lookup.cell_source(cols['source'][i])}")
-    return "\n".join(lines)
 
 
 def payload_size(p: dict[str, Any]) -> int:
@@ -247,11 +219,13 @@ class Timeline(anywidget.AnyWidget):
         *,
         span: float | None = None,
         library: Callable[[], pd.DataFrame] | None = None,
+        step_table: pd.DataFrame | None = None,
         **kwargs: Any,
     ) -> None:
         """``span``: the length of the time axis in ns (default: the trace's), to align timelines.
         ``library``: the events with the host slices of ``Trace.host_slices(library=True)``
-        (``host.with_events``), made when the "library frames" toggle is first set."""
+        (``host.with_events``), made when the "library frames" toggle is first set.
+        ``step_table``: the trace's ``steps.table`` when the caller has it."""
         pyramid = pyramid if pyramid is not None else Pyramid(events)
         self._pyramid = pyramid
         self._events = events
@@ -259,7 +233,7 @@ class Timeline(anywidget.AnyWidget):
         self._library_source = library
         self._library: tuple[pd.DataFrame, Pyramid] | None = None
         span = float(span if span is not None else max(pyramid.span, 1))
-        step_bands = steps_of(events)
+        step_bands = steps_of(events, step_table)
         opens = opening(step_bands, span, events)
         super().__init__(
             rows=rows_of(pyramid),

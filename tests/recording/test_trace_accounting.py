@@ -186,3 +186,65 @@ def test_the_dashboards_tables_hash_each_string_column_once(big, monkeypatch):
     monkeypatch.setattr(pd, "factorize", factorize)
     pd.testing.assert_frame_equal(want_ops, analysis.summary(ev))
     assert verdict(ev, kinds=kinds, fallbacks=fb) == verdict(ev)
+
+
+def test_kinds_extended_to_the_host_slices_are_the_drawn_tables(big, monkeypatch):
+    """The timeline draws the events and then the host slices (host.with_events): the kinds of that
+    table extended from the events' hash only the host rows, and are the kinds and string codes
+    of the whole table (Note [Kinds read once]): the pyramid drawn from them is the same."""
+    ev, samples, t0, threads, _ = big
+    drawn = host.with_events(ev, host.slices(host_fold.fold(samples).samples, t0, threads))
+    assert len(drawn) > len(ev) and (drawn["kind"].to_numpy()[len(ev) :] == "host").all()
+    factorize = pd.factorize
+    hashed = []
+
+    def counting(values, *args, **kwargs):
+        hashed.append(len(values))
+        return factorize(values, *args, **kwargs)
+
+    monkeypatch.setattr(pd, "factorize", counting)
+    kinds = Kinds(ev["kind"])
+    ext = kinds.extended(ev, drawn)
+    got = Pyramid(drawn, kinds=ext)
+    analysis.summary(ev, kinds=kinds)
+    flow.dispatch_flows(ev, kinds=kinds)
+    assert [n for n in hashed if n > len(ev) // 2] == [len(ev)] * 5  # kind, name, kernel, device, dispatch
+    monkeypatch.setattr(pd, "factorize", factorize)
+    whole = Kinds(drawn["kind"])
+    assert np.array_equal(ext.codes, whole.codes) and ext.labels() == whole.labels()
+    for col in ("name", "kernel", "dispatch", "device", "source"):
+        assert_same_strings(ext.strings(drawn, col), whole.strings(drawn, col), col)
+    want = Pyramid(drawn)
+    assert [(r.lane, r.depth) for r in got.rows] == [(r.lane, r.depth) for r in want.rows]
+    assert np.array_equal(got.color, want.color) and len(got.levels) == len(want.levels)
+    for a, b in zip(got.levels, want.levels, strict=True):
+        assert all(
+            np.array_equal(getattr(a, f), getattr(b, f)) for f in ("start", "dur", "row", "event", "count")
+        )
+    # A missing value in the events only, in the new rows only, or both; new labels; no new rows.
+    head = pd.DataFrame({"kind": ["op", "op", "copy"], "name": ["a", None, "b"]})
+    for names, tail in (
+        (["a", None, "b"], ["c", "a"]),
+        (["a", "b", "a"], [None, "c"]),
+        (["a", "b", "a"], []),
+    ):
+        head["name"] = names
+        table = pd.concat(
+            [head, pd.DataFrame({"kind": ["host"] * len(tail), "name": tail})], ignore_index=True
+        )
+        table["name"] = table["name"].astype(object)
+        k = Kinds(head["kind"])
+        k.strings(head, "name")
+        assert_same_strings(
+            k.extended(head, table).strings(table, "name"), Kinds(table["kind"]).strings(table, "name"), tail
+        )
+    with pytest.raises(ValueError, match="does not begin with these 3 events"):
+        k.extended(head, head.iloc[:2])
+
+
+def assert_same_strings(
+    got: tuple[np.ndarray, np.ndarray], want: tuple[np.ndarray, np.ndarray], what: object
+) -> None:
+    assert np.array_equal(got[0], want[0]), what
+    assert [None if pd.isna(x) else x for x in got[1]] == [None if pd.isna(x) else x for x in want[1]], what
+    assert pd.isna(got[1][-1]) == pd.isna(want[1][-1]) if len(want[1]) else not len(got[1]), what

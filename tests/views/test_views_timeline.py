@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from openreg_lab import theme
+from openreg_lab.recording import hover, lookup
 from openreg_lab.recording.lod import COLOR_KEYS, RAW_LIMIT, Pyramid
 from openreg_lab.views.timeline import Timeline, payload, payload_size
 from tests.support.views_data import tile, training_trace
@@ -170,3 +171,104 @@ def test_a_coarser_level_keeps_each_buckets_longest_item_the_last_of_ties():
     assert np.array_equal(got.event, pick) and np.array_equal(got.dur, dur[pick])
     assert np.array_equal(got.count, np.add.reduceat(prev.count, np.flatnonzero(change)))
     assert int(got.count.sum()) == int(prev.count.sum())
+
+
+def _one_item_at_a_time(events: pd.DataFrame, ids: np.ndarray) -> tuple[list[int], list[int], list[str]]:
+    """The payload's names, hover texts and strings as they were built before Note [Hover texts by
+    value]: a Python string an item, interned in the order name, text, name, text ..."""
+    col = {
+        c: events[c].to_numpy() for c in ("name", "kernel", "dispatch", "shapes", "dtypes", "source", "bytes")
+    }
+    strings: dict[str, int] = {}
+    names, infos = [], []
+    for i in ids.tolist():
+        lines = []
+        if col["kernel"][i]:
+            lines.append(f"kernel: {col['kernel'][i]}")
+        if col["dispatch"][i]:
+            lines.append(f"dispatch: {col['dispatch'][i]}")
+        if col["shapes"][i] is not None:
+            args = ", ".join(f"{d}{list(s)}" for s, d in zip(col["shapes"][i], col["dtypes"][i], strict=True))
+            lines.append(f"args: {args}")
+        if col["bytes"][i]:
+            lines.append(f"bytes: {theme.format_bytes(int(col['bytes'][i]))}")
+        if isinstance(col["source"][i], str):
+            lines.append(f"source: {lookup.cell_source(col['source'][i])}")
+        names.append(strings.setdefault(str(col["name"][i]), len(strings)))
+        infos.append(strings.setdefault("\n".join(lines), len(strings)))
+    return names, infos, list(strings)
+
+
+def test_hover_texts_by_value_are_the_item_at_a_time_texts(trace):
+    """Each column's line is formatted once per distinct value (Note [Hover texts by value]): every
+    level's payload holds the same names, texts and strings table, in the same order, as one text an
+    item gave; missing values (None is no line, NaN is one), empty strings, zero bytes, no
+    arguments, names that are no string, a name equal to a text and an empty text included."""
+    ev = trace.events
+    nan = np.nan
+    odd = ev.iloc[:12].copy()
+    odd["kind"], odd["parent"], odd["thread"] = "op", -1, 0
+    odd["start_ns"], odd["dur_ns"] = np.arange(12) * 100, 50
+    text1 = "dispatch: A > B\nbytes: 4.0 KiB\nsource: a.py:3"
+    columns = {  # kernel, dispatch, shapes, dtypes, bytes, name, source; a row each
+        "kernel": ["native", None, nan, "", "native", None, nan, "fallback", "", None, "native", nan],
+        "dispatch": [None, "A > B", nan, "", "A > B", None, "", nan, "C", None, "A > B", nan],
+        "shapes": [[[2, 3]], None, [], [(4,)], None, [[1], [2]], None, [], [[2, 3]], None, None, [[5]]],
+        "dtypes": [
+            ["float32"],
+            None,
+            [],
+            ["int64"],
+            None,
+            ["bfloat16", None],
+            None,
+            [],
+            ["float32"],
+            None,
+            None,
+            ["x"],
+        ],
+        "bytes": [0, 4096, 0, 12, 0, 4096, 1 << 31, 0, 12, 0, 0, 7],
+        "name": ["aten::mm", None, nan, "", "aten::mm", text1, "aten::add", None, 3, "", 3.0, nan],
+        "source": [nan, "a.py:3", None, "a.py:3", "", nan, "b.py:9", None, 5, None, nan, None],
+    }
+    for col, values in columns.items():
+        odd[col] = pd.Series(values, index=odd.index, dtype=object if col != "bytes" else np.int64)
+    for events in (tile(ev, 10), odd):  # 4 levels
+        p = Pyramid(events)
+        for level in range(len(p.levels)):
+            data = payload(p, events, p.query_level(level, 0, p.span, 900))
+            ids = np.frombuffer(data["event"], dtype=np.int32).astype(np.int64)
+            names, infos, strings = _one_item_at_a_time(events, ids)
+            assert data["strings"] == strings
+            assert np.frombuffer(data["name"], dtype=np.int32).tolist() == names
+            assert np.frombuffer(data["info"], dtype=np.int32).tolist() == infos
+    assert len(ids) == 12 and "3.0" in strings and "3" in strings and "" in strings
+    assert hover.hover_text(odd, 1) == text1 and strings.count(text1) == 1  # a name and a text
+    assert hover.hover_text(odd, 2) == "kernel: nan\ndispatch: nan\nargs: "
+    assert hover.hover_text(odd, 5) == "args: bfloat16[1], None[2]\nbytes: 4.0 KiB"
+
+
+def test_rows_are_ordered_and_nested_as_lexsort_and_the_parent_chain_say():
+    # The pyramid orders a start-sorted table by a stable sort of its rows, and counts a slice's
+    # depth climbing all events at once: the plain rules, lexsort and a walk up each parent chain.
+    from openreg_lab.recording.lod import _by_row_then_start, _depth
+
+    rng = np.random.default_rng(2)
+    n = 4000
+    row = rng.integers(0, 9, n)
+    start = np.sort(rng.integers(0, 500, n))  # sorted, with many ties
+    for s in (start, rng.permutation(start)):  # the second: not sorted, lexsorted
+        assert np.array_equal(_by_row_then_start(row, s, 9), np.lexsort((s, row)))
+    parent = np.array([-1 if i == 0 or rng.random() < 0.1 else int(rng.integers(0, i)) for i in range(n)])
+    is_slice = rng.random(n) < 0.7
+
+    def walk(i: int) -> int:
+        d, up = 0, parent[i]
+        while up >= 0:
+            d, up = d + int(is_slice[up]), parent[up]
+        return d
+
+    assert _depth(parent, is_slice).tolist() == [walk(i) for i in range(n)]
+    among = rng.random(n) < 0.5
+    assert _depth(parent, is_slice, among).tolist() == [walk(i) if among[i] else 0 for i in range(n)]
