@@ -9,8 +9,8 @@ lines' values repeat: a trace has a few kernels, dispatch paths, byte counts and
 each column of the items is factorized (a hash of a few thousand values) and its line formatted
 once per distinct value; only the argument shapes, one list per op call, are formatted an item at a
 time. A value that is no string is formatted from the item's own value (factorizing merges None
-with NaN, and 1 with 1.0, which format apart: a NaN kernel is a line, "kernel: nan", a None one is
-none). The strings table is the items' names and texts interleaved (name, text, name,
+with NaN, and 1 with 1.0, which may format apart; a kernel or dispatch path that is no string,
+None or NaN, is unknown: no line). The strings table is the items' names and texts interleaved (name, text, name,
 text ...) and numbered in order of first appearance, the order in which the browser has always
 received them.
 """
@@ -50,8 +50,8 @@ def hover_texts(events: pd.DataFrame, ids: np.ndarray) -> np.ndarray:
     ids = np.asarray(ids, dtype=np.int64)
     col = {c: events[c].to_numpy()[ids] for c in COLUMNS}
     parts = [
-        _by_value(col["kernel"], lambda v: f"kernel: {v}" if v else ""),
-        _by_value(col["dispatch"], lambda v: f"dispatch: {v}" if v else ""),
+        _by_value(col["kernel"], lambda v: f"kernel: {v}" if isinstance(v, str) and v else ""),
+        _by_value(col["dispatch"], lambda v: f"dispatch: {v}" if isinstance(v, str) and v else ""),
         [_args(s, d) for s, d in zip(col["shapes"], col["dtypes"], strict=True)],
         _by_value(col["bytes"], lambda v: f"bytes: {theme.format_bytes(int(v))}" if v else ""),
         _by_value(col["source"], _source_line),

@@ -175,7 +175,8 @@ def test_a_coarser_level_keeps_each_buckets_longest_item_the_last_of_ties():
 
 def _one_item_at_a_time(events: pd.DataFrame, ids: np.ndarray) -> tuple[list[int], list[int], list[str]]:
     """The payload's names, hover texts and strings as they were built before Note [Hover texts by
-    value]: a Python string an item, interned in the order name, text, name, text ..."""
+    value]: a Python string an item, interned in the order name, text, name, text ... (a kernel or
+    dispatch path that is NaN is no line: it had been "kernel: nan")."""
     col = {
         c: events[c].to_numpy() for c in ("name", "kernel", "dispatch", "shapes", "dtypes", "source", "bytes")
     }
@@ -183,9 +184,9 @@ def _one_item_at_a_time(events: pd.DataFrame, ids: np.ndarray) -> tuple[list[int
     names, infos = [], []
     for i in ids.tolist():
         lines = []
-        if col["kernel"][i]:
+        if isinstance(col["kernel"][i], str) and col["kernel"][i]:  # None or NaN: unknown, no line
             lines.append(f"kernel: {col['kernel'][i]}")
-        if col["dispatch"][i]:
+        if isinstance(col["dispatch"][i], str) and col["dispatch"][i]:
             lines.append(f"dispatch: {col['dispatch'][i]}")
         if col["shapes"][i] is not None:
             args = ", ".join(f"{d}{list(s)}" for s, d in zip(col["shapes"][i], col["dtypes"][i], strict=True))
@@ -202,7 +203,7 @@ def _one_item_at_a_time(events: pd.DataFrame, ids: np.ndarray) -> tuple[list[int
 def test_hover_texts_by_value_are_the_item_at_a_time_texts(trace):
     """Each column's line is formatted once per distinct value (Note [Hover texts by value]): every
     level's payload holds the same names, texts and strings table, in the same order, as one text an
-    item gave; missing values (None is no line, NaN is one), empty strings, zero bytes, no
+    item gave; missing values (None and NaN are no line), empty strings, zero bytes, no
     arguments, names that are no string, a name equal to a text and an empty text included."""
     ev = trace.events
     nan = np.nan
@@ -245,7 +246,7 @@ def test_hover_texts_by_value_are_the_item_at_a_time_texts(trace):
             assert np.frombuffer(data["info"], dtype=np.int32).tolist() == infos
     assert len(ids) == 12 and "3.0" in strings and "3" in strings and "" in strings
     assert hover.hover_text(odd, 1) == text1 and strings.count(text1) == 1  # a name and a text
-    assert hover.hover_text(odd, 2) == "kernel: nan\ndispatch: nan\nargs: "
+    assert hover.hover_text(odd, 2) == "args: "  # a NaN kernel and dispatch path: unknown, no line
     assert hover.hover_text(odd, 5) == "args: bfloat16[1], None[2]\nbytes: 4.0 KiB"
 
 
