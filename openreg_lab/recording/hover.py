@@ -10,9 +10,9 @@ each column of the items is factorized (a hash of a few thousand values) and its
 once per distinct value; only the argument shapes, one list per op call, are formatted an item at a
 time. A value that is no string is formatted from the item's own value (factorizing merges None
 with NaN, and 1 with 1.0, which may format apart; a kernel or dispatch path that is no string,
-None or NaN, is unknown: no line). The strings table is the items' names and texts interleaved (name, text, name,
-text ...) and numbered in order of first appearance, the order in which the browser has always
-received them.
+None or NaN, is unknown: no line). The strings table is the items' names and texts interleaved
+(name, text, name, text ...) and numbered in order of first appearance, the order in which the
+browser has always received them.
 """
 
 from __future__ import annotations
