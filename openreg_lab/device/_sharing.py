@@ -56,12 +56,49 @@ def _check_free_fds(nbytes: int, device: int) -> None:
     imports ``hmac`` on its first one. When the process has no descriptor left, its ``accept()``
     fails and leaves the receiver's connection pending, so the next ``accept()`` fails the same way:
     the thread loops printing a traceback each time while the receiver waits forever. So before a
-    send takes any descriptor, the reducer opens ``FREE_FDS`` (the storage's memory file on its
-    first send, the send's duplicate, four for the thread: its listening socket, the connection,
-    its duplicate, a module file; and one spare) and closes them, or refuses the send with one
-    line naming the limit. A send that goes takes at most two, so sends never take the thread's
-    last ones, and a refused send takes none.
+    send takes any descriptor, the reducer counts the free ones and refuses the send, with one line
+    naming the limit, unless ``FREE_FDS`` are (the storage's memory file on its first send, the
+    send's duplicate, four for the thread: its listening socket, the connection, its duplicate, a
+    module file; and one spare). A send that goes takes at most two, so sends never take the
+    thread's last ones, and a refused send takes none.
+    The count must not take descriptors itself: it had opened ``FREE_FDS`` of them and closed them,
+    and near the limit that left none, for a moment, to the fd-sharing thread serving the receiver
+    beside it (on a loaded machine the moment lasted long enough for it to fail twenty accepts).
+    So the free ones are counted from the process's list of its descriptors (``_free_fds``: one
+    descriptor, the list's own, taken while it is read); only where no such list exists does it
+    open and close them.
     """
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    free = _free_fds(soft)
+    if free is None:
+        free = _probe_free_fds()
+    if free < FREE_FDS:
+        raise _fd_limit_error("send", nbytes, device)
+
+
+def _free_fds(soft: int) -> int | None:
+    """How many more descriptors this process can open under the soft limit ``soft`` (descriptor
+    numbers below it that are not in use), read from ``/proc/self/fd`` or ``/dev/fd``; None where
+    neither lists them. Descriptors at or above ``soft`` (opened before a lower limit was set) do
+    not count: the limit bounds a new descriptor's number."""
+    if soft == resource.RLIM_INFINITY:
+        return FREE_FDS
+    for listing in ("/proc/self/fd", "/dev/fd"):
+        try:
+            names = os.listdir(listing)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            if e.errno == errno.EMFILE:
+                return 0  # not even the list's own descriptor
+            raise
+        used = sum(1 for name in names if name.isdigit() and int(name) < soft)
+        return soft - (used - 1)  # the list's own descriptor, closed again, is free
+    return None
+
+
+def _probe_free_fds() -> int:
+    """``FREE_FDS`` if that many descriptors open (each closed again at once), else how many did."""
     taken: list[int] = []
     try:
         taken.extend(os.pipe())
@@ -70,10 +107,10 @@ def _check_free_fds(nbytes: int, device: int) -> None:
     except OSError as e:
         if e.errno != errno.EMFILE:
             raise
-        raise _fd_limit_error("send", nbytes, device) from None
     finally:
         for probe in taken:
             os.close(probe)
+    return len(taken)
 
 
 def _segment_key(fd: int) -> tuple[str, int, int]:

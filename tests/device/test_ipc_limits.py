@@ -124,3 +124,18 @@ def test_a_receiver_without_a_free_descriptor_says_so_in_one_line() -> None:
         "process: no file descriptor is free in this process (its open-file limit, ulimit -n, is "
     )
     assert "Raise the limit" in message and "\n" not in message
+
+
+def test_counting_the_free_descriptors_opens_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Note [Sending within the open-file limit]: the count had opened seven descriptors and closed
+    # them, which near the limit left none to the fd-sharing thread beside it (twenty failed
+    # accepts in a loaded run). It now reads the process's list of descriptors: no pipe, no dup.
+    def refuse(*args: object) -> None:
+        raise AssertionError("the count opened a descriptor")
+
+    monkeypatch.setattr(os, "pipe", refuse)
+    monkeypatch.setattr(os, "dup", refuse)
+    _sharing._check_free_fds(16, 0)  # this process has far more than seven free
+    soft = 64
+    below = sum(1 for name in os.listdir("/proc/self/fd") if int(name) < soft) - 1
+    assert _sharing._free_fds(soft) == soft - below
