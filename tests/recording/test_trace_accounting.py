@@ -162,19 +162,25 @@ def test_unique_keys_is_numpys_unique():
         assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
 
 
-def test_the_dashboards_tables_hash_each_string_column_once(big, monkeypatch):
-    """The timeline's pyramid, the op table, the dispatch flows, the fallbacks and the verdict read
-    one Kinds (as Dashboard does): the kinds and the four string columns they group by are hashed
-    once each, ten hashings of big columns before (Note [Kinds read once])."""
-    ev = big[0]
-    factorize = pd.factorize
-    hashed = []
+def _count_hashings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """From now on, the length of each column pd.factorize hashes, in order."""
+    factorize, hashed = pd.factorize, []
 
     def counting(values, *args, **kwargs):
         hashed.append(len(values))
         return factorize(values, *args, **kwargs)
 
     monkeypatch.setattr(pd, "factorize", counting)
+    return hashed
+
+
+def test_the_dashboards_tables_hash_each_string_column_once(big, monkeypatch):
+    """The timeline's pyramid, the op table, the dispatch flows, the fallbacks and the verdict read
+    one Kinds (as Dashboard does): the kinds and the four string columns they group by are hashed
+    once each, ten hashings of big columns before (Note [Kinds read once])."""
+    ev = big[0]
+    factorize = pd.factorize
+    hashed = _count_hashings(monkeypatch)
     kinds = Kinds(ev["kind"])
     want_ops = analysis.summary(ev, kinds=kinds)
     Pyramid(ev, kinds=kinds)
@@ -196,13 +202,7 @@ def test_kinds_extended_to_the_host_slices_are_the_drawn_tables(big, monkeypatch
     drawn = host.with_events(ev, host.slices(host_fold.fold(samples).samples, t0, threads))
     assert len(drawn) > len(ev) and (drawn["kind"].to_numpy()[len(ev) :] == "host").all()
     factorize = pd.factorize
-    hashed = []
-
-    def counting(values, *args, **kwargs):
-        hashed.append(len(values))
-        return factorize(values, *args, **kwargs)
-
-    monkeypatch.setattr(pd, "factorize", counting)
+    hashed = _count_hashings(monkeypatch)
     kinds = Kinds(ev["kind"])
     ext = kinds.extended(ev, drawn)
     got = Pyramid(drawn, kinds=ext)

@@ -19,7 +19,7 @@ from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trac
 
 import openreg_lab
 from openreg_lab.recording.device_work import device_work
-from tests.recording.test_trace_kineto import _lab_totals_us
+from tests.recording.test_trace_kineto import _analysis, _lab_totals_us
 from tests.support import trace_event_format
 from tests.support.hostile_data import PAYLOAD
 
@@ -65,12 +65,6 @@ def _profiled_training(folder: Path, layers: int = 2) -> openreg_lab.Trace:
                 lab.__exit__(None, None, None)
             prof.step()
     return lab
-
-
-def _analysis(folder: Path) -> trace_analysis.TraceAnalysis:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # pandas' FutureWarnings from inside HTA
-        return trace_analysis.TraceAnalysis(trace_dir=str(folder), include_last_profiler_step=True)
 
 
 @pytest.fixture(scope="module")
