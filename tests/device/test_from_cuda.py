@@ -245,6 +245,7 @@ def test_a_memory_fraction_is_openregs_memory_limit():
             assert torch.openreg.get_memory_limit(0) == limits[0]  # the other device untouched
             with pytest.raises(ValueError, match=r"within \[0, 1\], got 1.5"):
                 torch.cuda.set_per_process_memory_fraction(1.5)
+            torch.openreg.empty_cache()  # a cached block would serve the request, as on CUDA
             torch.cuda.set_per_process_memory_fraction(0, 1)  # as on CUDA, nothing may be allocated
             with pytest.raises(torch.OutOfMemoryError):
                 torch.empty(1024, device="cuda:1")

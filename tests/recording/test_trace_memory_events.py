@@ -72,6 +72,7 @@ def test_an_out_of_memory_is_an_event_and_the_observer_adds_to_the_message():
         seen.append((device, requested, len(_C._memory_blocks(device))))  # may read the allocator
         return " [snapshot: x.pickle]"
 
+    torch.openreg.empty_cache()  # a cached 2 MiB block of an earlier test would serve the request
     torch.openreg.set_memory_limit(1 << 20, device=1)
     _C._set_oom_observer(observer)
     try:
@@ -94,6 +95,7 @@ def test_an_observer_that_raises_leaves_the_out_of_memory_error(recwarn):
     def broken(device: int, requested: int) -> str:
         raise ValueError("observer broke")
 
+    torch.openreg.empty_cache()  # a cached 2 MiB block of an earlier test would serve the request
     torch.openreg.set_memory_limit(1 << 20, device=1)
     _C._set_oom_observer(broken)
     try:
