@@ -18,6 +18,7 @@ void bind_alloc_stacks(py::module_& m);      // AllocStacks.cpp
 void bind_torch_tracebacks(py::module_& m);  // TorchTracebacks.cpp
 void bind_host_times(py::module_& m);        // HostTimes.cpp
 void bind_host_stacks(py::module_& m);       // HostStacks.cpp
+void bind_param_watch(py::module_& m);       // ParamWatch.cpp
 
 namespace {
 
@@ -46,4 +47,5 @@ PYBIND11_MODULE(_C, m) {
   bind_torch_tracebacks(m);
   bind_host_times(m);
   bind_host_stacks(m);
+  bind_param_watch(m);
 }

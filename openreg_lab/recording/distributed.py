@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pandas as pd
+import torch.distributed as dist
 
+from openreg_lab.device import _distributed
 from openreg_lab.recording import events as _events
 
 if TYPE_CHECKING:
@@ -52,10 +54,6 @@ class Job:
 
 def current_job() -> Job:
     """This process's job now (Note [A run id for every trace])."""
-    import torch.distributed as dist
-
-    from openreg_lab.device import _distributed
-
     job = _distributed.JOB
     live = dist.is_available() and dist.is_initialized()
     if live and not job:  # a world group of another backend (gloo): agree through its store
@@ -70,11 +68,19 @@ def current_job() -> Job:
     elif job:
         rank, world = job["rank"], job["world_size"]
     else:
-        try:
-            rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-        except (KeyError, ValueError):
-            rank = world = None
+        rank, world = _launcher_rank()
     return Job(str(job.get("run_id", _PROCESS_RUN_ID)), rank, world)
+
+
+def _launcher_rank() -> tuple[int | None, int | None]:
+    """A launcher's ``RANK`` and ``WORLD_SIZE`` (None, None without both as integers)."""
+    rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+    if rank is None or world is None:
+        return None, None  # (read without raising: a trace closes in tens of microseconds)
+    try:
+        return int(rank), int(world)
+    except ValueError:
+        return None, None
 
 
 class _RankTrace(Protocol):

@@ -16,19 +16,19 @@ that address at that time. The moments:
 Parameters, buffers and optimizer state are noted once: a storage replaced later in the trace (a
 model cast with ``.to(dtype)`` inside it, state an optimizer makes anew each step) is not.
 
-The blocks every device holds when the trace opens (``_C._memory_blocks``) are kept too: the memory
+The blocks every device holds when the trace opens (``_C._memory_block_rows``) are kept too: the memory
 allocated before the trace, which the allocations live at its peak include.
 
-The observations cost about a microsecond a parameter a step (its ``.grad`` and an address), some
-tens of microseconds a trace, and nothing when no trace is open. They are plain arrays
-(``Observed``), saved in the trace file.
+The observations cost one C++ call and a list append a step (the gradients' addresses, read from
+parameters held weakly: Note [Gradients seen at each step] in ``csrc/python/ParamWatch.cpp``), some
+tens of microseconds a trace, and a dict lookup in the optimizer hook when no trace is open. They
+are plain arrays (``Observed``), saved in the trace file.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from array import array
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +46,7 @@ CATEGORIES = (
     "unknown",
 )  # fmt: skip
 PARAMETER, GRADIENT, OPTIMIZER_STATE, INPUT, ACTIVATION, AUTOGRAD_DETAIL, TEMPORARY, UNKNOWN = range(8)
-#: The columns of the blocks held when a trace opened (``_C._memory_blocks`` of every device).
+#: The columns of the blocks held when a trace opened (``_C._memory_block_rows``).
 BLOCK_FIELDS = ("device", "address", "size", "requested", "allocated")
 
 
@@ -69,13 +69,11 @@ class Watch:
     """One open trace's observations so far, and the modules and optimizers it has seen."""
 
     def __init__(self) -> None:
-        self.time = array("q")
-        self.address = array("q")
-        self.category = array("b")
+        self.notes: list[tuple[int, int, list[int]]] = []  # (time, category, storage addresses)
         self.roots: dict[int, weakref.ref[torch.nn.Module]] = {}
-        self.params: dict[int, weakref.ref[torch.Tensor]] = {}
+        self.params = _C._ParamWatch()  # held weakly (Note [Gradients seen at each step])
         self.optimizers: dict[int, tuple[weakref.ref[Any], int]] = {}  # ref, state entries seen
-        self.blocks: list[tuple[int, list[tuple[int, int, int, bool]]]] = []  # per device, as taken
+        self.blocks = b""  # as taken: int64 rows of BLOCK_FIELDS (``_C._memory_block_rows``)
         self.snapshot_ns = 0
         self._observed: Observed | None = None
 
@@ -88,58 +86,40 @@ class Watch:
                     found.append(t.untyped_storage().data_ptr())
                 except (RuntimeError, NotImplementedError, TypeError):  # no storage (a subclass)
                     continue
-        self.address.extend(found)
-        self.time.extend([now] * len(found))
-        self.category.extend([category] * len(found))
+        self.notes.append((now, category, found))
 
     def add_module(self, now: int, module: torch.nn.Module) -> None:
         """A module seen for the first time: keep it, and note its new parameters and its buffers."""
         self.roots[id(module)] = weakref.ref(module)
         params, buffers = _tensors_of(module)
-        self.add(now, [*self._new(params), *buffers], PARAMETER)
+        self.add(now, [*self.params.add(params), *buffers], PARAMETER)
 
     def add_optimizer(self, now: int, optimizer: Any) -> None:
         """An optimizer seen for the first time: keep it, and note its new parameters."""
         self.optimizers[id(optimizer)] = (weakref.ref(optimizer), -1)
-        self.add(now, self._new([p for group in optimizer.param_groups for p in group["params"]]), PARAMETER)
-
-    def _new(self, params: list[torch.Tensor]) -> list[torch.Tensor]:
-        """The parameters of ``params`` not known yet, now known."""
-        out = []
-        for p in params:
-            if self.params.get(id(p), _dead)() is not p:
-                self.params[id(p)] = weakref.ref(p)
-                out.append(p)
-        return out
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        self.add(now, self.params.add(params), PARAMETER)
 
     def sweep(self, now: int) -> None:
         """A step (or the trace) ended: note the gradients, and the optimizers' state if it has new
         entries."""
-        grads = []
-        for ref in self.params.values():
-            p = ref()
-            if p is not None:
-                g = p.grad
-                if g is not None:
-                    grads.append(g)
-        self.add(now, grads, GRADIENT)
-        for key, (ref, seen) in list(self.optimizers.items()):
+        self.notes.append((now, GRADIENT, self.params.grad_addresses()))
+        for key, (ref, seen) in self.optimizers.items():  # (a value replaced, no key added)
             opt = ref()
-            if opt is None or len(opt.state) == seen:  # made at the first step, updated in place
-                continue
-            self.optimizers[key] = (ref, len(opt.state))
-            self.add(now, [v for state in opt.state.values() for v in state.values()], OPTIMIZER_STATE)
+            if opt is not None and len(opt.state) != seen:  # made at the first step, updated in place
+                self.optimizers[key] = (ref, len(opt.state))
+                self.add(now, [v for state in opt.state.values() for v in state.values()], OPTIMIZER_STATE)
 
     def observed(self) -> Observed:
         """What was noted, as arrays (made at the first call: a trace's tables may never be read)."""
         if self._observed is None:
-            rows = [(d, *b) for d, blocks in self.blocks for b in blocks]
-            columns = list(zip(*rows, strict=True)) if rows else [()] * len(BLOCK_FIELDS)
+            rows = np.frombuffer(self.blocks, dtype=np.int64).reshape(-1, len(BLOCK_FIELDS))
+            counts = [len(found) for _, _, found in self.notes]
             self._observed = Observed(
-                time=np.frombuffer(self.time, dtype=np.int64).copy(),
-                address=np.frombuffer(self.address, dtype=np.int64).copy(),
-                category=np.frombuffer(self.category, dtype=np.int8).copy(),
-                blocks={k: np.asarray(v, dtype=np.int64) for k, v in zip(BLOCK_FIELDS, columns, strict=True)},
+                time=np.repeat(np.array([n[0] for n in self.notes], dtype=np.int64), counts),
+                address=np.array([a for _, _, found in self.notes for a in found], dtype=np.int64),
+                category=np.repeat(np.array([n[1] for n in self.notes], dtype=np.int8), counts),
+                blocks={k: rows[:, i].copy() for i, k in enumerate(BLOCK_FIELDS)},
                 snapshot_ns=self.snapshot_ns,
             )
         return self._observed
@@ -168,17 +148,19 @@ def _tensors_of(module: torch.nn.Module) -> tuple[list[torch.Tensor], list[torch
 
 _lock = threading.Lock()
 _watches: list[Watch] = []
+_known_to_all: dict[int, weakref.ref[Any]] = {}  # optimizers every open watch knows (id -> ref)
 
 
 def open_watch() -> Watch:
     """Start observing for a trace that has just begun recording; take the blocks held now."""
     w = Watch()
-    w.blocks = [(device, _C._memory_blocks(device)) for device in range(torch.openreg.device_count())]
+    w.blocks = _C._memory_block_rows()
     w.snapshot_ns = int(_C._trace_now_ns())
     with _lock:
         if not _watches:
             steps.listen(_step_ended)
         _watches.append(w)
+        _known_to_all.clear()  # the new watch knows none
     return w
 
 
@@ -210,13 +192,14 @@ def saw_root(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, A
 
 
 def _before_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-    if not _watches:
-        return
+    if _known_to_all.get(id(optimizer), _dead)() is optimizer or not _watches:
+        return  # every step but a trace's first (Note [Gradients seen at each step])
     now = int(_C._trace_now_ns())
     with _lock:
         for w in _watches:
             if w.optimizers.get(id(optimizer), (_dead, 0))[0]() is not optimizer:
                 w.add_optimizer(now, optimizer)
+        _known_to_all[id(optimizer)] = weakref.ref(optimizer)
 
 
 def _step_ended(ended: int) -> None:

@@ -177,3 +177,46 @@ def test_parameters_gradients_state_and_activations_are_exactly_those_tensors():
     state = [v for s in opt.state.values() for v in s.values() if v.device.type == "openreg"]
     assert by["optimizer_state"] == sum(_block(v) for v in state) == 2 * by["parameter"]
     assert by["input"] == _block(x) + _block(y)
+
+
+def test_a_trace_holds_the_parameters_it_saw_weakly_and_notes_each_steps_gradients():
+    """Note [Gradients seen at each step]: a model deleted inside the trace is freed there, and the
+    gradients of every step before were noted at that step's end."""
+    import gc
+    import weakref
+
+    from openreg_lab.recording import observations
+
+    model = nn.Linear(8, 4).to("openreg")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(2, 8).to("openreg")
+    with openreg_lab.trace() as t:
+        grads = []
+        for _ in range(2):
+            opt.zero_grad(set_to_none=True)
+            model(x).sum().backward()
+            grads.append({p.grad.untyped_storage().data_ptr() for p in model.parameters()})
+            opt.step()
+        watch = observations._watches[-1]
+        assert len(watch.params) == 2  # weight and bias, once
+        weight = weakref.ref(model.weight)
+        del model, opt
+        gc.collect()
+        assert weight() is None  # the trace kept no parameter alive
+        assert watch.params.grad_addresses() == []
+    seen = t._seen()
+    gradient = seen.address[seen.category == observations.GRADIENT]
+    assert set(gradient) == grads[0] | grads[1] and len(gradient) == 4  # two a step; none after
+
+
+def test_the_blocks_a_trace_opens_with_are_every_devices_blocks():
+    import numpy as np
+
+    keep = [torch.empty(100, device="openreg:0"), torch.empty(3000, device="openreg:1")]
+    raw = np.frombuffer(openreg_lab._C._memory_block_rows(), dtype=np.int64).reshape(-1, 5)
+    rows = [(d, a, s, r, bool(al)) for d, a, s, r, al in raw.tolist()]
+    expected = [
+        (d, *b) for d in range(torch.openreg.device_count()) for b in openreg_lab._C._memory_blocks(d)
+    ]
+    assert rows == expected and {0, 1} <= {d for d, *_ in rows}
+    del keep

@@ -428,3 +428,19 @@ def test_kernels_registered_at_runtime_are_seen():
     assert run() == "native"
     on_device._destroy()
     assert run() == "fallback"
+
+
+@pytest.mark.parametrize(
+    ("rank", "world", "expected"),
+    [("1", "4", (1, 4)), ("x", "4", (None, None)), ("1", None, (None, None)), (None, None, (None, None))],
+)
+def test_a_trace_outside_a_group_takes_its_rank_from_the_launcher(monkeypatch, rank, world, expected):
+    """Note [A run id for every trace]: RANK and WORLD_SIZE, both integers, or no rank at all."""
+    for name, value in (("RANK", rank), ("WORLD_SIZE", world)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    with openreg_lab.trace(host=False) as t:
+        pass
+    assert (t.job.rank, t.job.world_size) == expected

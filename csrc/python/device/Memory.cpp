@@ -65,6 +65,22 @@ void bind_memory(py::module_& m) {
       "(address, size, requested, allocated) of every block `device` holds now, in use or "
       "cached, by address.");
   m.def(
+      "_memory_block_rows",
+      [] {
+        std::vector<int64_t> rows;
+        for (c10::DeviceIndex d = 0; d < openreg::device_count(); ++d) {
+          for (const auto& b : openreg::device_allocator().blocks(d)) {
+            rows.insert(rows.end(),
+                        {d, static_cast<int64_t>(b.address), static_cast<int64_t>(b.size),
+                         static_cast<int64_t>(b.requested), b.allocated ? 1 : 0});
+          }
+        }
+        return py::bytes(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(int64_t));
+      },
+      "Every device's blocks now, in use or cached, as int64 rows of (device, address, size, "
+      "requested, allocated), by device and address: _memory_blocks of each device in one call "
+      "that makes no Python object a block (a trace takes them as it opens).");
+  m.def(
       "_memory_state",
       [](int device) {
         std::vector<std::tuple<uint64_t, size_t, size_t, bool, uint32_t>> blocks;
