@@ -251,8 +251,9 @@ def host_table() -> None:
 
 def ops_table(rounds: int = 15) -> None:
     """The recorder's per-op cost on the mlp step alone: every op with shapes and ops="kernels",
-    each with and without host sampling, and the RecordFunction floor (host sampling off) with the
-    call's inputs boxed, as the recorder asks, and without (what RecordFunction costs alone), as the
+    each with and without host sampling, the RecordFunction floor (host sampling off) with the
+    call's inputs boxed, as the recorder asks, and without, and a trace with no op events at all
+    (what the floor and ops="kernels" add their op costs to: the trace's own), as the
     median of ``rounds`` paired ratios in CPU and in wall time (``_timing.paired_ratios``); the
     load average is printed, since a loaded machine moves these by several per cent."""
     name, model, x, y, loss_fn = next(_cases())
@@ -266,6 +267,15 @@ def ops_table(rounds: int = 15) -> None:
                 yield
         finally:
             _C._trace_bench_empty_callbacks(False)
+
+    @contextlib.contextmanager
+    def no_op_events():
+        _C._trace_bench_no_op_observer(True)
+        try:
+            with openreg_lab.trace(record_shapes=True, host=False):
+                yield
+        finally:
+            _C._trace_bench_no_op_observer(False)
 
     @contextlib.contextmanager
     def floor_without_inputs():
@@ -284,6 +294,7 @@ def ops_table(rounds: int = 15) -> None:
         _wrapped(run, lambda: openreg_lab.trace(record_shapes=True, ops="kernels", host=False)),
         _wrapped(run, floor),
         _wrapped(run, floor_without_inputs),
+        _wrapped(run, no_op_events),
     ]
     rows = []
     for clock_name, clock in (("CPU", time.process_time), ("wall", time.perf_counter)):
@@ -291,7 +302,7 @@ def ops_table(rounds: int = 15) -> None:
         rows.append([name, clock_name, *(f"{r:.3f}" for r in ratios)])
     print_table(
         ["model", "clock", "trace(shapes)", "host=False", "ops=kernels", "ops=kernels, host=False",
-         "RecordFunction floor", "floor, no inputs"],
+         "RecordFunction floor", "floor, no inputs", "no op events"],
         rows,
     )  # fmt: skip
     print(f"load average {os.getloadavg()[0]:.1f}")

@@ -97,7 +97,7 @@ def add_parser(sub: Any) -> Parser:
         choices=("all", "kernels"),
         default="all",
         help="where op events come from: every op call, composites and autograd nodes included (all, "
-        "the default; RecordFunction makes a step of small ops about 1.3x slower), or only the calls "
+        "the default; RecordFunction makes a step of small ops about 1.25x slower), or only the calls "
         "openreg's kernels and CPU fallback run (kernels: about 1.1x; e.g. --ops kernels)",
     )
     p.add_argument(

@@ -137,11 +137,10 @@ def trace(
         ops: where op events come from. ``"all"`` (the default): every operator call that
             involves an openreg tensor, composites (``aten::linear`` around its ``aten::addmm``)
             and autograd nodes included, from PyTorch's RecordFunction, which makes a training step
-            of small ops about 1.3x slower while the trace is open (docs/benchmarks.md).
+            of small ops about 1.25x slower while the trace is open (docs/benchmarks.md).
             ``"kernels"``: only the calls that openreg runs, from its own kernels and its CPU
-            fallback, at about 1.15x: no
-            composite parents and no ``backward`` events (the ops a backward pass runs are
-            recorded), nor calls of a kernel registered from outside openreg with
+            fallback, at about 1.1x: no composite parents and no ``backward`` events (the ops a
+            backward pass runs are recorded), nor calls of a kernel registered from outside openreg with
             ``torch.library`` (the ops it calls are); each op's dispatch path starts at its
             kernel's key, and ``seq`` is -1.
             Copies, casts, allocations and fallbacks are recorded the same in both.
