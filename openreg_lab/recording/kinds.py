@@ -92,7 +92,7 @@ class Kinds:
                 f"a table of {len(table):,} rows does not begin with these {n:,} events: extend the "
                 "kinds of a table only to one that holds it and then more rows (host.with_events)"
             )
-        tail = Kinds(table["kind"].to_numpy()[n:])
+        tail = Kinds(table["kind"].iloc[n:].to_numpy())  # (the tail alone: a column copies whole)
         code = dict(self._code)
         for label in tail._code:
             code.setdefault(label, len(code))
@@ -112,7 +112,7 @@ class Kinds:
         codes, labels = head.strings(events, column)
         missing = bool(len(labels)) and bool(pd.isna(labels[-1]))  # labels are never missing but the last
         known = labels[:-1] if missing else labels
-        tail_codes, tail_labels = pd.factorize(table[column].to_numpy()[n:])
+        tail_codes, tail_labels = pd.factorize(table[column].iloc[n:].to_numpy())
         index = {label: i for i, label in enumerate(known.tolist())}
         new = [label for label in tail_labels.tolist() if label not in index]
         for label in new:

@@ -273,3 +273,42 @@ def test_rows_are_ordered_and_nested_as_lexsort_and_the_parent_chain_say():
     assert _depth(parent, is_slice).tolist() == [walk(i) for i in range(n)]
     among = rng.random(n) < 0.5
     assert _depth(parent, is_slice, among).tolist() == [walk(i) if among[i] else 0 for i in range(n)]
+
+
+def test_the_host_lane_is_drawn_the_same_from_the_columns_the_timeline_reads(monkeypatch):
+    """host.with_events copies only DRAWN_COLUMNS of the events: the report (the timeline's rows,
+    payloads, hover texts, step bands and opening, with and without library frames) and the
+    dashboard's timeline are what copying every column gives."""
+    from openreg_lab.recording import host as _host
+    from openreg_lab.views.dashboard import Dashboard
+    from openreg_lab.views.report import report_html
+
+    t = training_trace(samples=3)
+    events, slices, library = t.events, t.host_events, t.host_slices(library=True)
+    assert slices is not None and len(slices) and len(library)
+    drawn = _host.with_events(events, slices)
+    assert list(drawn.columns) == [c for c in _host.DRAWN_COLUMNS if c in events.columns]
+    assert len(drawn.columns) < len(events.columns)
+
+    def outputs() -> tuple[str, dict]:
+        html = report_html(events, host=slices, host_library=library, title="same")
+        timeline = Dashboard(events, host=slices).timeline
+        return html, {"rows": timeline.rows, "steps": timeline.steps, "data": timeline.data}
+
+    subset = outputs()
+    monkeypatch.setattr(_host, "DRAWN_COLUMNS", tuple(events.columns))
+    assert list(_host.with_events(events, slices).columns) == list(events.columns)
+    every = outputs()
+    assert subset[0] == every[0]
+    assert _plain(subset[1]) == _plain(every[1])
+
+
+def _plain(value: object) -> object:
+    """A payload with its binary arrays as bytes, comparable with ==."""
+    if isinstance(value, memoryview):
+        return value.tobytes()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
