@@ -12,6 +12,7 @@ import sysconfig
 import tempfile
 from dataclasses import dataclass, field
 from types import CodeType
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -384,29 +385,40 @@ def with_events(events: pd.DataFrame, host_slices: pd.DataFrame | None) -> pd.Da
     after the events', a parent the enclosing host slice; ``name`` the function, ``source`` its
     ``file:line``; ``reason`` ``"waiting"`` for a slice whose function waited through most of it),
     for the timeline to draw as a Python lane per thread, after the op lanes. ``events`` itself
-    when there is no host slice."""
+    when there is no host slice. The host rows take each column's type from the events (an
+    integer column they have no value for, such as ``seq``, holds -1; a string column, a missing
+    value), so joining the two copies the events' columns as they are (a 1M-op trace's integer
+    columns turned into Python objects took longer than the copy itself)."""
     if host_slices is None or host_slices.empty:
         return events
     events = events[[c for c in DRAWN_COLUMNS if c in events.columns]]
     n = len(events)
     h = host_slices
+    k = len(h)
     parent = h["parent"].to_numpy().astype(np.int64)
-    rows = pd.DataFrame(
-        {
-            "id": np.arange(n, n + len(h), dtype=np.int64),
-            "parent": np.where(parent >= 0, parent + n, -1),
-            "kind": "host",
-            "name": h["function"].to_numpy(),
-            "thread": h["thread"].to_numpy(),
-            "start_ns": h["start_ns"].to_numpy().astype(np.int64),
-            "dur_ns": h["dur_ns"].to_numpy().astype(np.int64),
-            "bytes": 0,
-            # A folded import (Note [Folding host frames]) has no file.
-            "source": [f"{f}:{line}" if f else None for f, line in zip(h["file"], h["line"], strict=True)],
-            "reason": np.where(h["wait_ns"].to_numpy() * 2 > h["dur_ns"].to_numpy(), "waiting", None),
-        }
-    )
-    for col in events.columns:
-        if col not in rows:
-            rows[col] = pd.Series([None] * len(rows), dtype=object)
-    return pd.concat([events, rows[list(events.columns)]], ignore_index=True)
+    given = {
+        "id": np.arange(n, n + k, dtype=np.int64),
+        "parent": np.where(parent >= 0, parent + n, -1),
+        "kind": ["host"] * k,
+        "name": h["function"].to_numpy(),
+        "thread": h["thread"].to_numpy(),
+        "start_ns": h["start_ns"].to_numpy().astype(np.int64),
+        "dur_ns": h["dur_ns"].to_numpy().astype(np.int64),
+        "bytes": np.zeros(k, dtype=np.int64),
+        # A folded import (Note [Folding host frames]) has no file.
+        "source": [f"{f}:{line}" if f else None for f, line in zip(h["file"], h["line"], strict=True)],
+        "reason": np.where(h["wait_ns"].to_numpy() * 2 > h["dur_ns"].to_numpy(), "waiting", None),
+    }
+    rows = pd.DataFrame({col: _host_column(given.get(col), events[col].dtype, k) for col in events.columns})
+    return pd.concat([events, rows], ignore_index=True)
+
+
+def _host_column(values: Any, dtype: Any, k: int) -> Any:
+    """The host rows' ``values`` of one column (None: they have none) as an array of ``dtype``,
+    the events' type of that column: missing values are -1 in an integer column, NA in a
+    string one, None in any other."""
+    if pd.api.types.is_integer_dtype(dtype):
+        return np.full(k, -1, dtype=dtype) if values is None else np.asarray(values).astype(dtype)
+    if isinstance(dtype, pd.StringDtype):
+        return pd.array([None] * k if values is None else list(values), dtype=dtype)
+    return pd.Series([None] * k if values is None else list(values), dtype=object)

@@ -189,6 +189,28 @@ def table(events: pd.DataFrame, *, kinds: Kinds | None = None) -> pd.DataFrame:
     )
 
 
+def stretched(step_table: pd.DataFrame, start_ns: np.ndarray, dur_ns: np.ndarray) -> pd.DataFrame:
+    """``step_table`` (``table(events)``) as ``table`` gives it of the events and these slices drawn
+    after them (host slices: no op, copy, cast, allocation or step, so no count changes): the
+    incomplete last row, the work after the last step event, ends at the latest end of the
+    slices that start after that step event too, when later than its own. A copy; ``step_table``
+    itself when there is nothing to stretch. Saves hashing the events' kinds again (the 1M-op
+    dashboard's step bands with its host slices)."""
+    if step_table.empty or bool(step_table["complete"].iloc[-1]):
+        return step_table
+    start = np.asarray(start_ns, dtype=np.int64)
+    later = start > int(step_table["start_ns"].iloc[-1])
+    if not later.any():
+        return step_table
+    end = int((start[later] + np.maximum(np.asarray(dur_ns, dtype=np.int64)[later], 0)).max())
+    last = int(step_table["start_ns"].iloc[-1] + step_table["dur_ns"].iloc[-1])
+    if end <= last:
+        return step_table
+    out = step_table.copy()
+    out.loc[out.index[-1], "dur_ns"] = end - int(step_table["start_ns"].iloc[-1])
+    return out
+
+
 def steady_state(steps: pd.DataFrame) -> dict[str, Any] | None:
     """The first step apart from the rest: ``first`` (its row as a dict), ``median_ns`` (the median
     duration of the other complete steps) and ``steady`` (how many those are); None without

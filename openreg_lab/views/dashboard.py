@@ -26,7 +26,7 @@ from openreg_lab.recording.verdict import verdict as verdict_of
 from openreg_lab.views import charts, memory_view, png, static
 from openreg_lab.views.details import details_html
 from openreg_lab.views.table import Column, Table
-from openreg_lab.views.timeline import Timeline
+from openreg_lab.views.timeline import Timeline, drawn_steps
 
 if TYPE_CHECKING:
     from openreg_lab.recording.memory import Memory
@@ -115,8 +115,8 @@ class Dashboard(w.VBox):
             self.drawn,
             self.pyramid,
             library=library,
-            # The bands of the steps: over the drawn rows, host slices included (they may end later).
-            step_table=self.step_table if self.drawn is events else steps.table(self.drawn, kinds=drawn),
+            # The bands of the steps: the last, unfinished one ends with the host slices drawn too.
+            step_table=drawn_steps(self.step_table, host),
             layout=w.Layout(width="100%"),
         )
         devices = sorted(d for d in self.ops["device"].unique() if d != "-")

@@ -32,7 +32,16 @@ from openreg_lab.views import charts, memory_view, static
 from openreg_lab.views._embed import plain_text, script_json
 from openreg_lab.views.op_explorer import JS as EXPLORER_JS
 from openreg_lab.views.op_explorer import explorer_data
-from openreg_lab.views.timeline import COLOR_NAMES, PALETTE, marks_of, opening, payload, rows_of, steps_of
+from openreg_lab.views.timeline import (
+    COLOR_NAMES,
+    PALETTE,
+    drawn_steps,
+    marks_of,
+    opening,
+    payload,
+    rows_of,
+    steps_of,
+)
 
 #: The report keeps pyramid levels of the timeline while their items stay under this many in all.
 MAX_TIMELINE_ITEMS = 60_000
@@ -61,7 +70,7 @@ def report_html(
     drawn = _host.with_events(events, host)  # the timeline draws the host slices too
     pyramid = Pyramid(drawn)
     step_table = steps.table(events)  # the bands' and (when not given) the verdict's
-    step_bands = steps_of(events, step_table)
+    step_bands = steps_of(events, drawn_steps(step_table, host))
     opens = opening(step_bands, pyramid.span, drawn)
     title = title or "openreg-lab trace report"
     info = {

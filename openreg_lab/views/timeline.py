@@ -139,6 +139,15 @@ def steps_of(events: pd.DataFrame, table: pd.DataFrame | None = None) -> list[di
     ]
 
 
+def drawn_steps(step_table: pd.DataFrame, host: pd.DataFrame | None) -> pd.DataFrame:
+    """The steps the timeline draws as bands: ``step_table`` (``steps.table(events)``), its last,
+    unfinished step stretched to the end of any host slice (``host``) after it
+    (``steps.stretched``): the steps of the events and host slices drawn together."""
+    if host is None or host.empty:
+        return step_table
+    return steps.stretched(step_table, host["start_ns"].to_numpy(), host["dur_ns"].to_numpy())
+
+
 def payload(pyramid: Pyramid, events: pd.DataFrame, q: Query) -> dict[str, Any]:
     """The browser's data for query ``q``: items as binary arrays, the strings they use, counters."""
     ids = q.event.astype(np.int64)

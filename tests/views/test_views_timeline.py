@@ -259,8 +259,16 @@ def test_rows_are_ordered_and_nested_as_lexsort_and_the_parent_chain_say():
     n = 4000
     row = rng.integers(0, 9, n)
     start = np.sort(rng.integers(0, 500, n))  # sorted, with many ties
-    for s in (start, rng.permutation(start)):  # the second: not sorted, lexsorted
-        assert np.array_equal(_by_row_then_start(row, s, 9), np.lexsort((s, row)))
+    # Host slices after the events, in rows of their own: each row in start order, the table not.
+    host_row = np.r_[row, rng.integers(9, 12, 300)]
+    host_start = np.r_[start, np.sort(rng.integers(0, 500, 300))]
+    # A row out of order in a table whose other rows are in order: lexsorted too.
+    swapped = host_start.copy()
+    swapped[[n, n + 299]] = swapped[[n + 299, n]]
+    assert not np.array_equal(np.argsort(host_row, kind="stable"), np.lexsort((swapped, host_row)))
+    cases = [(row, start), (row, rng.permutation(start)), (host_row, host_start), (host_row, swapped)]
+    for r, s in cases:
+        assert np.array_equal(_by_row_then_start(r, s, 12), np.lexsort((s, r)))
     parent = np.array([-1 if i == 0 or rng.random() < 0.1 else int(rng.integers(0, i)) for i in range(n)])
     is_slice = rng.random(n) < 0.7
 
@@ -301,6 +309,41 @@ def test_the_host_lane_is_drawn_the_same_from_the_columns_the_timeline_reads(mon
     every = outputs()
     assert subset[0] == every[0]
     assert _plain(subset[1]) == _plain(every[1])
+
+
+def test_the_step_bands_with_host_slices_are_the_steps_of_the_events_and_slices_together():
+    """drawn_steps stretches the events' step table as steps.table of the events and the host
+    slices drawn after them gives it (without hashing the events' kinds again): the same table when
+    every step ended or no slice ends later, the unfinished step ended by the latest slice after it;
+    and the host rows take the events' column types (a missing integer is -1)."""
+    from openreg_lab.recording import host as _host
+    from openreg_lab.recording import steps
+    from openreg_lab.views.timeline import drawn_steps
+
+    t = training_trace(samples=3)
+    events, slices = t.events, t.host_events
+    assert slices is not None and len(slices)
+    every_step_ended = steps.table(events)
+    assert every_step_ended["complete"].all()
+    assert drawn_steps(every_step_ended, slices) is every_step_ended
+    # An op after the last step: an unfinished step, which host slices may outlast.
+    last = int(events.loc[events["kind"] == "step", "start_ns"].max())
+    op = events[events["kind"] == "op"].iloc[:1].copy()
+    op["id"], op["parent"], op["start_ns"], op["dur_ns"] = len(events), -1, last + 10, 5
+    with_op = pd.concat([events, op], ignore_index=True)
+    unfinished = steps.table(with_op)
+    assert not unfinished["complete"].iloc[-1] and int(unfinished["dur_ns"].iloc[-1]) >= 15
+    late = slices.copy()
+    late.loc[late.index[-1], ["parent", "start_ns", "dur_ns"]] = [-1, last + 20, 10**9]
+    before = slices[slices["start_ns"] + slices["dur_ns"] <= last]
+    for h in (slices, late, before):
+        drawn = _host.with_events(with_op, h)
+        expected = steps.table(drawn)
+        pd.testing.assert_frame_equal(drawn_steps(unfinished, h), expected)
+        assert drawn.dtypes.to_dict() == with_op[list(drawn.columns)].dtypes.to_dict()
+        assert (drawn["seq"].to_numpy()[len(with_op) :] == -1).all()
+    assert int(drawn_steps(unfinished, late)["dur_ns"].iloc[-1]) == 20 + 10**9
+    assert drawn_steps(unfinished, before) is unfinished
 
 
 def _plain(value: object) -> object:
