@@ -80,11 +80,16 @@ def report_html(
         "op events": "every op call" if op_events == "all" else "openreg's kernels only",
         **dict(run_info or {}),
     }
+    fallbacks = breakdown.fallback_costs(events)  # the chart's, and (when not given) the verdict's
     if verdict is None:
         verdict = verdict_of(
-            events, dropped=dropped, capacity=capacity, op_events=op_events, step_table=step_table
+            events,
+            dropped=dropped,
+            capacity=capacity,
+            op_events=op_events,
+            step_table=step_table,
+            fallbacks=fallbacks,
         )
-    fallbacks = breakdown.fallback_costs(events)
     figs = [
         ("Fallbacks", charts.fallbacks(fallbacks)),
         ("Dispatch flow", charts.dispatch_flow(flow.dispatch_flows(events))),

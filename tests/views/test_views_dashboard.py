@@ -236,6 +236,17 @@ def test_the_steps_table_is_computed_once_for_the_verdict_and_the_timeline(trace
         computed.clear()
         page(ev)
         assert computed == [len(ev)], page
+    # The report's fallback costs too: once for its chart and its verdict.
+    costed = []
+    costs = breakdown.fallback_costs
+
+    def costing(events: pd.DataFrame, **kwargs) -> pd.DataFrame:
+        costed.append(1)
+        return costs(events, **kwargs)
+
+    monkeypatch.setattr(breakdown, "fallback_costs", costing)
+    report_html(ev)
+    assert costed == [1]
     trace.save(tmp_path / "t.trace")
     t = openreg_lab.load_trace(tmp_path / "t.trace")
     computed.clear()
