@@ -24,6 +24,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 #include <c10/util/intrusive_ptr.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <pybind11/pybind11.h>
@@ -39,9 +40,12 @@ namespace {
 
 using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
 
-// The address a tensor's storage starts at (Python's
-// `t.untyped_storage().data_ptr()`), or nullopt for a CPU tensor or one with
-// no storage of its own (a wrapper subclass, a sparse tensor).
+// The address a tensor's storage starts at (what Python's
+// `t.untyped_storage().data_ptr()` gives, without materializing a
+// copy-on-write storage as that does), or nullopt for a CPU tensor or one with
+// no storage of its own (a wrapper subclass, a sparse tensor). The one rule
+// for every storage an open trace notes: gradients here, inputs, buffers and
+// optimizer state through storage_addresses below.
 std::optional<int64_t> device_storage_address(const at::Tensor& t) {
   if (!t.defined() || t.is_cpu() || !t.has_storage()) {
     return std::nullopt;
@@ -104,9 +108,26 @@ class ParamWatch {
   std::unordered_map<c10::TensorImpl*, size_t> index_;
 };
 
+// The storage addresses of the openreg tensors among `objects` (any Python
+// objects: others are skipped), in order.
+std::vector<int64_t> storage_addresses(const py::iterable& objects) {
+  std::vector<int64_t> out;
+  for (py::handle obj : objects) {
+    if (!THPVariable_Check(obj.ptr())) {
+      continue;
+    }
+    if (auto address = device_storage_address(THPVariable_Unpack(obj.ptr()))) {
+      out.push_back(*address);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 void bind_param_watch(py::module_& m) {
+  m.def("_storage_addresses", &storage_addresses, py::arg("objects"),
+        "The storage addresses of the device tensors among `objects` (others skipped), in order");
   py::class_<ParamWatch>(m, "_ParamWatch",
                          "The parameters an open trace has seen, held weakly, and their gradients' "
                          "storage addresses (observations.py)")

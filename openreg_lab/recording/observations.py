@@ -78,15 +78,9 @@ class Watch:
         self._observed: Observed | None = None
 
     def add(self, now: int, tensors: list[Any], category: int) -> None:
-        """Note the storages of ``tensors`` (openreg tensors only) as ``category`` at ``now``."""
-        found = []
-        for t in tensors:
-            if isinstance(t, torch.Tensor) and not t.is_cpu:
-                try:
-                    found.append(t.untyped_storage().data_ptr())
-                except (RuntimeError, NotImplementedError, TypeError):  # no storage (a subclass)
-                    continue
-        self.notes.append((now, category, found))
+        """Note the storages of ``tensors`` (openreg tensors only: others, and tensors with no
+        storage of their own, are skipped) as ``category`` at ``now``."""
+        self.notes.append((now, category, _C._storage_addresses(tensors)))
 
     def add_module(self, now: int, module: torch.nn.Module) -> None:
         """A module seen for the first time: keep it, and note its new parameters and its buffers."""

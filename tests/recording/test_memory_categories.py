@@ -220,3 +220,16 @@ def test_the_blocks_a_trace_opens_with_are_every_devices_blocks():
     ]
     assert rows == expected and {0, 1} <= {d for d, *_ in rows}
     del keep
+
+
+def test_a_storage_is_noted_by_the_address_python_gives_and_only_a_devices():
+    """The one rule for the storages a trace notes (inputs, buffers, optimizer state, gradients):
+    an openreg tensor's storage address, as ``untyped_storage().data_ptr()`` gives it, a view's
+    its base's; CPU tensors and other objects skipped, in order."""
+    from openreg_lab import _C
+
+    a = torch.arange(6.0, device="openreg")
+    b = torch.ones(2, 2, device="openreg")
+    got = _C._storage_addresses([a, torch.ones(3), a[2:], "a", None, b.t(), 7])
+    assert got == [a.untyped_storage().data_ptr()] * 2 + [b.untyped_storage().data_ptr()]
+    assert _C._storage_addresses(t for t in (b, a)) == got[2:0:-1]
