@@ -71,7 +71,7 @@ function stepPicker(steps, zoom) {
   sel.style.cssText = "font:inherit;padding:1px 4px";
   const all = document.createElement("option");
   all.value = "-1";
-  all.textContent = `all ${steps.length} steps`;
+  all.textContent = steps.length === 1 ? "the 1 step" : `all ${steps.length} steps`;
   sel.appendChild(all);
   steps.forEach((s, k) => {
     const o = document.createElement("option");

@@ -162,3 +162,23 @@ def test_the_report_of_a_trace_without_op_events_draws(browser: Any, tmp_path: P
     assert page.locator(".sankey").count() == 0
     page.close()
     assert errors == []
+
+
+def test_the_step_picker_of_a_single_step_names_it_once(browser: Any, tmp_path: Path):
+    """The picker's first entry read "all 1 steps"."""
+    import torch
+
+    import openreg_lab
+
+    with openreg_lab.trace() as t:
+        (torch.ones(4, device="openreg") + 1).sum()
+        openreg_lab.step()
+    assert len(t.steps()) == 1
+    path = tmp_path / "one-step.html"
+    t.to_html(path)
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    page.goto(path.as_uri())
+    page.locator("#timeline canvas").wait_for(timeout=20_000)
+    options = page.locator(".openreg-step-picker option").all_inner_texts()
+    assert options[0] == "the 1 step" and len(options) == 2 and options[1].startswith("step 0: ")
+    page.close()
