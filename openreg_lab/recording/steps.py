@@ -198,16 +198,16 @@ def stretched(step_table: pd.DataFrame, start_ns: np.ndarray, dur_ns: np.ndarray
     dashboard's step bands with its host slices)."""
     if step_table.empty or bool(step_table["complete"].iloc[-1]):
         return step_table
+    begun = int(step_table["start_ns"].iloc[-1])  # the unfinished step's start: the last step event
     start = np.asarray(start_ns, dtype=np.int64)
-    later = start > int(step_table["start_ns"].iloc[-1])
+    later = start > begun
     if not later.any():
         return step_table
     end = int((start[later] + np.maximum(np.asarray(dur_ns, dtype=np.int64)[later], 0)).max())
-    last = int(step_table["start_ns"].iloc[-1] + step_table["dur_ns"].iloc[-1])
-    if end <= last:
+    if end <= begun + int(step_table["dur_ns"].iloc[-1]):
         return step_table
     out = step_table.copy()
-    out.loc[out.index[-1], "dur_ns"] = end - int(step_table["start_ns"].iloc[-1])
+    out.loc[out.index[-1], "dur_ns"] = end - begun
     return out
 
 
