@@ -44,6 +44,10 @@ constexpr int8_t kNoDevice = -2;
 enum Flags : uint8_t {
   kCacheHit = 1,  // Cast: served by autocast's weight cache, nothing copied
   kWait = 2,      // Collective: the time a caller blocked in Work::wait
+  // Op, only inside the recorder: a native kernel's event whose operator is
+  // looked up when its session closes (Note [Kernel events are resolved at
+  // close] in KernelEvents.h); no session hands one over with it set.
+  kUnresolved = 4,
 };
 
 struct Event {

@@ -1,5 +1,7 @@
 #include "trace/Recorder.h"
 
+#include "trace/KernelEvents.h"
+
 #include <c10/util/Exception.h>
 
 #include <pthread.h>
@@ -338,6 +340,9 @@ SessionResult close_session(uint64_t id) {
     }
   }
   sync_observer(r);
+  for (ThreadEvents& t : out.threads) {
+    resolve_kernel_events(t.events);  // outside the locks: it may read dispatch tables
+  }
   return out;
 }
 

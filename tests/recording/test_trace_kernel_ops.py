@@ -123,6 +123,30 @@ def test_events_carry_the_kernels_own_dispatch_path_and_no_sequence_number():
     assert "aten::sum" in set(ops["name"])  # composite-free: sum's own kernel
 
 
+def test_kernel_events_are_resolved_when_each_trace_closes():
+    # Note [Kernel events are resolved at close]: a native kernel's event holds its kernel's name
+    # address and key set until its session closes; each session's events leave resolved, the
+    # inner trace's and the outer one's alike, with nothing of the raw form left in bytes or seq.
+    x = torch.ones(2, 3, device="openreg")
+    with openreg_lab.trace(ops="kernels", record_shapes=True, host=False) as outer:
+        x.sum()
+        with openreg_lab.trace(ops="kernels", record_shapes=True, host=False) as inner:
+            x + x
+            torch.special.erfcx(x)  # the boxed fallback: resolved when recorded
+            x * 3
+    for t in (outer, inner):
+        ops = _ops(t)
+        assert (ops["bytes"] == 0).all() and (ops["seq"] == -1).all()
+        assert not ops["cache_hit"].any()
+        assert ops["name"].str.startswith("aten::").all()
+        assert set(ops["kernel"]) == {"native", "fallback"}
+    mine = ["name", "kernel", "dispatch", "shapes"]
+    tail = _ops(outer)[mine].iloc[-len(_ops(inner)) :].reset_index(drop=True)
+    assert tail.astype(str).equals(_ops(inner)[mine].reset_index(drop=True).astype(str))
+    assert _ops(inner)["name"].tolist()[0] == "aten::add.Tensor"
+    assert _ops(outer)["name"].tolist()[0] == "aten::sum"
+
+
 def test_a_hooks_ops_are_recorded_where_they_run():
     # No backward events here, so a node's post hook is not inside one (Note [A backward node ends
     # with its hooks]): its op is at the top of the engine thread's events, as the node's own ops.
