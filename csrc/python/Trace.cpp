@@ -4,6 +4,7 @@
 
 #include "python/Trace.h"
 
+#include "python/ParamWatch.h"
 #include "python/Text.h"
 
 #include "trace/Compiled.h"
@@ -225,7 +226,13 @@ void bind_trace(py::module_& m) {
   m.def(
       "_trace_mark", [](const py::str& name) { trace::record_mark(text_of(name)); },
       py::arg("name"));
-  m.def("_trace_step", [](int64_t number) { trace::record_step(number); }, py::arg("number"));
+  m.def(
+      "_trace_step",
+      [](int64_t number) {
+        trace::record_step(number);
+        sweep_param_watches();  // Note [Gradients seen at each step]
+      },
+      py::arg("number"));
   // Note [Module spans]: called by recording/modules.py when a forward returns.
   m.def("_trace_module", &trace::record_module, py::arg("name"), py::arg("start_ns"));
   // Note [Compiled code in the trace]: called by the code Inductor generates.

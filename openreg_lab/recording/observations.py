@@ -9,9 +9,9 @@ that address at that time. The moments:
 - the outermost module's forward returning (``modules.py`` calls ``saw_root``): the tensors it was
   called with are inputs; the first time a module is seen, its parameters and buffers;
 - an optimizer's step (torch's global optimizer step pre hook): its parameters, the first time;
-- each training step's end (``steps.listen``) and the trace's end: every known parameter's
-  ``.grad``; the optimizer's state when it gained entries (state is made at the first step and
-  updated in place after).
+- each training step's end (the recorder's step call, ``_C._trace_step``) and the trace's end:
+  every known parameter's ``.grad``; the optimizer's state when it gained entries (state is made at
+  the first step and updated in place after).
 
 Parameters, buffers and optimizer state are noted once: a storage replaced later in the trace (a
 model cast with ``.to(dtype)`` inside it, state an optimizer makes anew each step) is not.
@@ -19,10 +19,11 @@ model cast with ``.to(dtype)`` inside it, state an optimizer makes anew each ste
 The blocks every device holds when the trace opens (``_C._memory_block_rows``) are kept too: the memory
 allocated before the trace, which the allocations live at its peak include.
 
-The observations cost one C++ call and a list append a step (the gradients' addresses, read from
-parameters held weakly: Note [Gradients seen at each step] in ``csrc/python/ParamWatch.cpp``), some
-tens of microseconds a trace, and a dict lookup in the optimizer hook when no trace is open. They
-are plain arrays (``Observed``), saved in the trace file.
+The observations at a step's end run no Python: the recorder's step call sweeps each open trace's
+``_C._ParamWatch`` in C++ (parameters and optimizers held weakly: Note [Gradients seen at each step]
+in ``csrc/python/ParamWatch.cpp``). The rest costs some tens of microseconds a trace, and a dict
+lookup in the optimizer hook when no trace is open. They are plain arrays (``Observed``), saved in
+the trace file.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from openreg_lab import _C
-from openreg_lab.recording import steps
 
 #: The memory categories, in PyTorch's terms, in the order the tables list them: the first four
 #: are found by identity (observed), the others from when and where the memory was made and freed.
@@ -71,8 +71,10 @@ class Watch:
     def __init__(self) -> None:
         self.notes: list[tuple[int, int, list[int]]] = []  # (time, category, storage addresses)
         self.roots: dict[int, weakref.ref[torch.nn.Module]] = {}
-        self.params = _C._ParamWatch()  # held weakly (Note [Gradients seen at each step])
-        self.optimizers: dict[int, tuple[weakref.ref[Any], int]] = {}  # ref, state entries seen
+        # Parameters and optimizers, held weakly; it notes gradients and optimizer state at each
+        # step's end, in C++ (Note [Gradients seen at each step]).
+        self.params = _C._ParamWatch(gradient=GRADIENT, optimizer_state=OPTIMIZER_STATE)
+        self.optimizers: dict[int, weakref.ref[Any]] = {}
         self.blocks = b""  # as taken: int64 rows of BLOCK_FIELDS (``_C._memory_block_rows``)
         self.snapshot_ns = 0
         self._observed: Observed | None = None
@@ -89,30 +91,28 @@ class Watch:
         self.add(now, [*self.params.add(params), *buffers], PARAMETER)
 
     def add_optimizer(self, now: int, optimizer: Any) -> None:
-        """An optimizer seen for the first time: keep it, and note its new parameters."""
-        self.optimizers[id(optimizer)] = (weakref.ref(optimizer), -1)
+        """An optimizer seen for the first time: keep it, note its new parameters, and its state at
+        each step's end that finds it with new entries."""
+        self.optimizers[id(optimizer)] = weakref.ref(optimizer)
+        self.params.add_optimizer(optimizer)
         params = [p for group in optimizer.param_groups for p in group["params"]]
         self.add(now, self.params.add(params), PARAMETER)
-
-    def sweep(self, now: int) -> None:
-        """A step (or the trace) ended: note the gradients, and the optimizers' state if it has new
-        entries."""
-        self.notes.append((now, GRADIENT, self.params.grad_addresses()))
-        for key, (ref, seen) in self.optimizers.items():  # (a value replaced, no key added)
-            opt = ref()
-            if opt is not None and len(opt.state) != seen:  # made at the first step, updated in place
-                self.optimizers[key] = (ref, len(opt.state))
-                self.add(now, [v for state in opt.state.values() for v in state.values()], OPTIMIZER_STATE)
 
     def observed(self) -> Observed:
         """What was noted, as arrays (made at the first call: a trace's tables may never be read)."""
         if self._observed is None:
             rows = np.frombuffer(self.blocks, dtype=np.int64).reshape(-1, len(BLOCK_FIELDS))
-            counts = [len(found) for _, _, found in self.notes]
+            # The step ends' notes (from C++), then the others (observations are matched one by
+            # one: their order does not matter).
+            times, categories, counts, addresses = self.params.notes()
+            times += [n[0] for n in self.notes]
+            categories += [n[1] for n in self.notes]
+            counts += [len(found) for _, _, found in self.notes]
+            addresses += [a for _, _, found in self.notes for a in found]
             self._observed = Observed(
-                time=np.repeat(np.array([n[0] for n in self.notes], dtype=np.int64), counts),
-                address=np.array([a for _, _, found in self.notes for a in found], dtype=np.int64),
-                category=np.repeat(np.array([n[1] for n in self.notes], dtype=np.int8), counts),
+                time=np.repeat(np.array(times, dtype=np.int64), counts),
+                address=np.array(addresses, dtype=np.int64),
+                category=np.repeat(np.array(categories, dtype=np.int8), counts),
                 blocks={k: rows[:, i].copy() for i, k in enumerate(BLOCK_FIELDS)},
                 snapshot_ns=self.snapshot_ns,
             )
@@ -151,10 +151,9 @@ def open_watch() -> Watch:
     w.blocks = _C._memory_block_rows()
     w.snapshot_ns = int(_C._trace_now_ns())
     with _lock:
-        if not _watches:
-            steps.listen(_step_ended)
         _watches.append(w)
         _known_to_all.clear()  # the new watch knows none
+        w.params.start()  # swept at each step's end from now on
     return w
 
 
@@ -164,9 +163,8 @@ def close_watch(w: Watch) -> Watch:
     with _lock:
         if w in _watches:
             _watches.remove(w)
-            if not _watches:
-                steps.unlisten(_step_ended)
-        w.sweep(int(_C._trace_now_ns()))
+        w.params.stop()
+        w.params.sweep(int(_C._trace_now_ns()))
     return w
 
 
@@ -191,16 +189,9 @@ def _before_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     now = int(_C._trace_now_ns())
     with _lock:
         for w in _watches:
-            if w.optimizers.get(id(optimizer), (_dead, 0))[0]() is not optimizer:
+            if w.optimizers.get(id(optimizer), _dead)() is not optimizer:
                 w.add_optimizer(now, optimizer)
         _known_to_all[id(optimizer)] = weakref.ref(optimizer)
-
-
-def _step_ended(ended: int) -> None:
-    now = int(_C._trace_now_ns())
-    with _lock:
-        for w in _watches:
-            w.sweep(now)
 
 
 _hook = register_optimizer_step_pre_hook(_before_optimizer_step)

@@ -209,6 +209,44 @@ def test_a_trace_holds_the_parameters_it_saw_weakly_and_notes_each_steps_gradien
     assert set(gradient) == grads[0] | grads[1] and len(gradient) == 4  # two a step; none after
 
 
+def test_a_steps_end_notes_gradients_and_new_optimizer_state_in_cpp_at_that_steps_time():
+    """Note [Gradients seen at each step]: the recorder's step call sweeps each open trace in C++
+    (no Python listener runs), noting the gradients, and an optimizer's state each time it has
+    gained entries: AdamW makes a parameter's state at the first step that parameter has a
+    gradient, here the second for ``late``."""
+    import numpy as np
+
+    from openreg_lab.recording import observations, steps
+
+    early = nn.Parameter(torch.randn(4).to("openreg"))
+    late = nn.Parameter(torch.randn(4).to("openreg"))
+    opt = torch.optim.AdamW([early, late], lr=0.1)
+    with openreg_lab.trace(host=False) as t:
+        assert steps._listeners == []  # nothing of observations runs in Python at a step's end
+        ends, grads = [], []
+        for used in ([early], [early, late]):
+            opt.zero_grad(set_to_none=True)
+            sum(p.sum() for p in used).backward()
+            grads.append({p.grad.untyped_storage().data_ptr() for p in used})
+            opt.step()
+            ends.append(int(openreg_lab._C._trace_now_ns()))
+        state = {p: {v.untyped_storage().data_ptr() for v in opt.state[p].values() if v.is_openreg}
+                 for p in (early, late)}  # fmt: skip
+    seen = t._seen()
+    by_time = np.searchsorted(np.array(ends), seen.time)  # 0, 1: noted at that step's end; 2: at close
+
+    def noted(category: int, moment: int) -> set[int]:
+        return set(seen.address[(seen.category == category) & (by_time == moment)])
+
+    assert [noted(observations.GRADIENT, i) for i in range(3)] == [*grads, grads[1]]  # and at close
+    assert [noted(observations.OPTIMIZER_STATE, i) for i in range(3)] == [
+        state[early],
+        state[late] | state[early],  # the state gained entries: all of it is noted again
+        set(),
+    ]
+    assert len(state[early]) == len(state[late]) == 2  # exp_avg and exp_avg_sq (step is on the CPU)
+
+
 def test_the_blocks_a_trace_opens_with_are_every_devices_blocks():
     import numpy as np
 
