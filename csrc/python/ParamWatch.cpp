@@ -138,19 +138,21 @@ class ParamWatch {
 
   // Notes, at `now`, the gradients' addresses and the state of each live
   // optimizer whose state's length changed since the last sweep.
+  // (Reading an optimizer's state may run Python, a property's, and let another
+  // thread add an optimizer here: the list is indexed afresh after each read.)
   void sweep(int64_t now) {
     note(now, gradient_, grad_addresses());
-    for (Optimizer& o : optimizers_) {
-      py::object optimizer = o.ref();
+    for (size_t i = 0; i < optimizers_.size(); ++i) {
+      py::object optimizer = optimizers_[i].ref();
       if (optimizer.is_none()) {
         continue;
       }
       py::object state = optimizer.attr("state");  // {param: {"exp_avg": tensor, ...}}
       const auto entries = static_cast<Py_ssize_t>(py::len(state));
-      if (entries == o.seen) {
+      if (entries == optimizers_[i].seen) {
         continue;
       }
-      o.seen = entries;
+      optimizers_[i].seen = entries;
       std::vector<int64_t> found;
       for (py::handle per_param : state.attr("values")()) {
         append_addresses(per_param.attr("values")(), found);
@@ -228,8 +230,15 @@ void sweep_param_watches() {
     return;
   }
   const int64_t now = openreg::now_ns();
+  // Each held by its Python object while the sweeps run: a sweep may run Python
+  // (above), and another thread may meanwhile close its trace and drop it.
+  std::vector<py::object> watches;
+  watches.reserve(open_watches().size());
   for (ParamWatch* w : open_watches()) {
-    w->sweep(now);
+    watches.push_back(py::cast(w, py::return_value_policy::reference));
+  }
+  for (const py::object& w : watches) {
+    w.cast<ParamWatch&>().sweep(now);
   }
 }
 
