@@ -130,10 +130,17 @@ class ParamWatch {
     return known_.size();
   }
 
-  // Watch `optimizer` (held weakly): its state is noted at the next sweep,
-  // and again whenever it has gained entries.
-  void add_optimizer(const py::handle& optimizer) {
+  // Watch `optimizer` (held weakly) unless it is watched already: its state
+  // is noted at the next sweep, and again whenever it has gained entries.
+  // False if it was watched.
+  bool add_optimizer(const py::handle& optimizer) {
+    for (const Optimizer& o : optimizers_) {
+      if (o.ref().is(optimizer)) {
+        return false;
+      }
+    }
     optimizers_.push_back({py::weakref(optimizer), -1});
+    return true;
   }
 
   // Notes, at `now`, the gradients' addresses and the state of each live
@@ -253,7 +260,8 @@ void bind_param_watch(py::module_& m) {
       .def("add", &ParamWatch::add, py::arg("params"),
            "The tensors of `params` not known yet, now known, in order")
       .def("add_optimizer", &ParamWatch::add_optimizer, py::arg("optimizer"),
-           "Note `optimizer`'s state at the next sweep, and whenever it gains entries")
+           "Note `optimizer`'s state at the next sweep, and whenever it gains entries; False if "
+           "it was watched already")
       .def("grad_addresses", &ParamWatch::grad_addresses,
            "The storage addresses of the live known parameters' gradients on a device")
       .def("sweep", &ParamWatch::sweep, py::arg("now"),

@@ -74,7 +74,6 @@ class Watch:
         # Parameters and optimizers, held weakly; it notes gradients and optimizer state at each
         # step's end, in C++ (Note [Gradients seen at each step]).
         self.params = _C._ParamWatch(gradient=GRADIENT, optimizer_state=OPTIMIZER_STATE)
-        self.optimizers: dict[int, weakref.ref[Any]] = {}
         self.blocks = b""  # as taken: int64 rows of BLOCK_FIELDS (``_C._memory_block_rows``)
         self.snapshot_ns = 0
         self._observed: Observed | None = None
@@ -91,12 +90,11 @@ class Watch:
         self.add(now, [*self.params.add(params), *buffers], PARAMETER)
 
     def add_optimizer(self, now: int, optimizer: Any) -> None:
-        """An optimizer seen for the first time: keep it, note its new parameters, and its state at
-        each step's end that finds it with new entries."""
-        self.optimizers[id(optimizer)] = weakref.ref(optimizer)
-        self.params.add_optimizer(optimizer)
-        params = [p for group in optimizer.param_groups for p in group["params"]]
-        self.add(now, self.params.add(params), PARAMETER)
+        """An optimizer at its step: if this watch had not seen it, keep it (weakly), note its new
+        parameters, and its state at each step's end that finds it with new entries."""
+        if self.params.add_optimizer(optimizer):
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            self.add(now, self.params.add(params), PARAMETER)
 
     def observed(self) -> Observed:
         """What was noted, as arrays (made at the first call: a trace's tables may never be read)."""
@@ -189,8 +187,7 @@ def _before_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     now = int(_C._trace_now_ns())
     with _lock:
         for w in _watches:
-            if w.optimizers.get(id(optimizer), _dead)() is not optimizer:
-                w.add_optimizer(now, optimizer)
+            w.add_optimizer(now, optimizer)
         _known_to_all[id(optimizer)] = weakref.ref(optimizer)
 
 
