@@ -58,7 +58,6 @@ namespace openreg::seam {
 struct Scope {
   bool open = false;
   int32_t index = -1;
-  uint32_t outer = 0;
   uint64_t generation = 0;
 };
 
